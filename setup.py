@@ -1,0 +1,37 @@
+"""Build the compiled core of wfrl.
+
+Only the extension list and the global Cython directives live here; metadata is in pyproject.toml.
+Set WFRL_CYTHON_DEBUG=1 to build with bounds/wraparound checks and C asserts enabled.
+"""
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("WFRL_CYTHON_DEBUG", "0") == "1"
+
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": not DEBUG,
+    "embedsignature": True,
+}
+
+# Portable optimisation only: wheels go to other machines, so no -march=native.
+compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
+macros = [] if DEBUG else [("NDEBUG", "1")]
+
+extensions = [
+    Extension(
+        "wfrl._core",
+        sources=["csrc/_core.pyx"],
+        include_dirs=["csrc"],
+        depends=["csrc/wfrl_gae.h", "csrc/wfrl_buffer.h", "csrc/wfrl_types.h"],
+        extra_compile_args=compile_args,
+        define_macros=macros,
+    ),
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives=directives))

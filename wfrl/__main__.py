@@ -1,0 +1,5 @@
+import sys
+
+from wfrl.cli import main
+
+sys.exit(main())

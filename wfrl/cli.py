@@ -1,0 +1,141 @@
+"""Command line: parse into validated configs and hand over. No training logic lives here.
+
+Every user error ends as one line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from wfrl.errors import UserError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UserError(message)
+
+
+def _int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    return v
+
+
+def _add_train(sub):
+    from wfrl.collect.base import COLLECTORS
+    from wfrl.envs.base import BACKENDS, RED_AGENTS
+    from wfrl.ppo.learner import PPOConfig
+    d = PPOConfig()
+    p = sub.add_parser("train", help="train an order-conditioned PPO blue agent on one workflow")
+    p.add_argument("--backend", default="cyborg", metavar="|".join(BACKENDS),
+                   help="environment backend (default: cyborg)")
+    p.add_argument("--collector", default="sequential", metavar="|".join(COLLECTORS),
+                   help="experience collector (default: sequential)")
+    p.add_argument("--workflow", default="balanced",
+                   help="priority order, e.g. 'defender,enterprise,op_server,op_host,user', "
+                        "'op_server → enterprise → …' or a canonical name (default: balanced)")
+    p.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
+    p.add_argument("--total-episodes", type=_int, default=1000)
+    p.add_argument("--episodes-per-update", type=_int, default=10)
+    p.add_argument("--min-episodes", type=_int, default=0,
+                   help="episodes before compliance may stop training (default: 0)")
+    p.add_argument("--alignment-lambda", type=float, default=1.0)
+    p.add_argument("--compliance-threshold", type=float, default=0.95)
+    p.add_argument("--count-foothold", action="store_true",
+                   help="count red's permanent User0 foothold as compromised (original rule)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/latest", help="run directory (default: runs/latest)")
+    p.add_argument("--force", action="store_true", help="replace a run already in --out")
+    g = p.add_argument_group("PPO")
+    g.add_argument("--lr", type=float, default=d.lr)
+    g.add_argument("--gamma", type=float, default=d.gamma)
+    g.add_argument("--gae-lambda", type=float, default=d.gae_lambda)
+    g.add_argument("--clip", type=float, default=d.clip)
+    g.add_argument("--epochs", type=_int, default=d.epochs)
+    g.add_argument("--minibatches", type=_int, default=d.minibatches)
+    g.add_argument("--entropy-coef", type=float, default=d.entropy_coef)
+    g.add_argument("--value-coef", type=float, default=d.value_coef)
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
+    g.add_argument("--hidden", type=_int, default=d.hidden)
+
+
+def _add_eval(sub):
+    from wfrl.envs.base import BACKENDS, RED_AGENTS
+    p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy)")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--backend", default="cyborg", metavar="|".join(BACKENDS))
+    p.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
+    p.add_argument("--episodes", type=_int, default=100)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--workflow", default=None,
+                   help="condition on this workflow instead of the checkpoint's")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: mean, se, n, compliance of the greedy policy, "
+                        "and the same under 'sampling'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="wfrl", description="workflow-conditioned PPO for CAGE Challenge 2")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_train(sub)
+    _add_eval(sub)
+    return parser
+
+
+def _cmd_train(a) -> int:
+    from wfrl.config import TrainConfig
+    from wfrl.ppo.learner import PPOConfig
+    from wfrl.train import train
+    ppo = PPOConfig(lr=a.lr, gamma=a.gamma, gae_lambda=a.gae_lambda, clip=a.clip, epochs=a.epochs,
+                    minibatches=a.minibatches, entropy_coef=a.entropy_coef,
+                    value_coef=a.value_coef, max_grad_norm=a.max_grad_norm, hidden=a.hidden)
+    cfg = TrainConfig(workflow=a.workflow, backend=a.backend, collector=a.collector,
+                      red_agent=a.red_agent, total_episodes=a.total_episodes,
+                      episodes_per_update=a.episodes_per_update, min_episodes=a.min_episodes,
+                      alignment_lambda=a.alignment_lambda,
+                      compliance_threshold=a.compliance_threshold,
+                      count_foothold=a.count_foothold, seed=a.seed, out=a.out, force=a.force,
+                      ppo=ppo)
+    train(cfg.validate())
+    return 0
+
+
+def _cmd_eval(a) -> int:
+    from wfrl.config import EvalConfig
+    from wfrl.evaluate import evaluate
+    res = evaluate(EvalConfig(checkpoint=a.checkpoint, backend=a.backend, red_agent=a.red_agent,
+                              episodes=a.episodes, seed=a.seed, workflow=a.workflow))
+    if a.json:
+        g = res["greedy"]
+        print(json.dumps({"mean": g["mean"], "se": g["se"], "n": g["n"],
+                          "compliance": g["compliance"], "policy": "greedy",
+                          "sampling": res["sampling"], "workflow": res["workflow"],
+                          "backend": res["backend"], "red_agent": res["red_agent"]}))
+    else:
+        print(f"workflow {res['workflow']} on {res['backend']} vs {res['red_agent']}")
+        for mode in ("greedy", "sampling"):
+            s = res[mode]
+            print(f"  {mode:8s} return {s['mean']:9.2f} ± {s['se']:.2f} (n={s['n']})  "
+                  f"compliance {s['compliance']:.3f}  fixes/episode {s['fixes']:.2f}")
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return {"train": _cmd_train, "eval": _cmd_eval}[args.command](args)
+    except UserError as exc:
+        print(f"wfrl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("wfrl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

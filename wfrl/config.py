@@ -1,0 +1,105 @@
+"""Validated run configurations. The command line only parses into these; all checks live here."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from wfrl.collect.base import check_collector
+from wfrl.envs.base import check_backend, check_red_agent
+from wfrl.errors import UserError
+from wfrl.ppo.learner import PPOConfig
+from wfrl.workflow import Workflow
+
+
+def _positive(name: str, value) -> None:
+    if value <= 0:
+        raise UserError(f"--{name.replace('_', '-')} must be positive (got {value})")
+
+
+@dataclass
+class TrainConfig:
+    workflow: str = "balanced"
+    """Priority order of the unit types (comma or arrow separated) or a canonical name."""
+    backend: str = "cyborg"
+    """Environment backend: cyborg (real CybORG)."""
+    collector: str = "sequential"
+    """How experience is collected: sequential."""
+    red_agent: str = "B_lineAgent"
+    """Red attacker: B_lineAgent, RedMeanderAgent or SleepAgent."""
+    total_episodes: int = 1000
+    """Episode budget of the run."""
+    episodes_per_update: int = 10
+    """Episodes collected for each PPO update."""
+    min_episodes: int = 0
+    """Episodes before compliance may stop training early."""
+    alignment_lambda: float = 1.0
+    """λ: weight of the compliance alignment reward."""
+    compliance_threshold: float = 0.95
+    """θ: stop once an update's mean compliance reaches it (after min_episodes)."""
+    count_foothold: bool = False
+    """Count red's permanent User0 foothold as compromised (the original system's rule)."""
+    seed: int = 0
+    """Seed of the learner and of every episode (env and action sampling)."""
+    out: str = "runs/latest"
+    """Run directory for config, logs and checkpoints."""
+    force: bool = False
+    """Allow writing into a directory that already holds a run (its files are replaced)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyperparameters."""
+
+    def validate(self) -> "TrainConfig":
+        check_backend(self.backend)
+        check_collector(self.collector)
+        check_red_agent(self.red_agent)
+        self.parsed_workflow()
+        for name in ("total_episodes", "episodes_per_update"):
+            _positive(name, getattr(self, name))
+        if self.min_episodes < 0:
+            raise UserError(f"--min-episodes must be non-negative (got {self.min_episodes})")
+        if not 0.0 <= self.compliance_threshold <= 1.0:
+            raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
+        if self.alignment_lambda < 0:
+            raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
+        p = self.ppo
+        for name in ("lr", "epochs", "minibatches", "hidden", "max_grad_norm"):
+            _positive(name, getattr(p, name))
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(p, name) <= 1.0:
+                raise UserError(f"--{name.replace('_', '-')} must lie in [0, 1]")
+        if not 0.0 < p.clip < 1.0:
+            raise UserError(f"--clip must lie in (0, 1) (got {p.clip})")
+        return self
+
+    def parsed_workflow(self) -> Workflow:
+        return Workflow.parse(self.workflow)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        wf = self.parsed_workflow()
+        d["workflow_order"] = str(wf)
+        d["workflow_id"] = wf.index
+        return d
+
+
+@dataclass
+class EvalConfig:
+    checkpoint: str
+    """Checkpoint written by `wfrl train`."""
+    backend: str = "cyborg"
+    """Environment backend to evaluate on."""
+    red_agent: str = "B_lineAgent"
+    """Red attacker."""
+    episodes: int = 100
+    """Episodes per policy mode (greedy and sampling)."""
+    seed: int = 12345
+    """Seed of the evaluation episodes."""
+    workflow: str | None = None
+    """Workflow to condition on; default: the one the checkpoint was trained on."""
+
+    def validate(self) -> "EvalConfig":
+        check_backend(self.backend)
+        check_red_agent(self.red_agent)
+        _positive("episodes", self.episodes)
+        if self.workflow is not None:
+            Workflow.parse(self.workflow)
+        return self

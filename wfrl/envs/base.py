@@ -1,0 +1,54 @@
+"""The backend contract every CAGE2 environment of wfrl fulfils.
+
+A backend is the lean object collectors drive; `wfrl.envs.Cage2Env` wraps any backend in the
+gymnasium API. Contract (SPEC.md §1.1 host order, §2 action order):
+
+    reset() -> (obs, red_access)
+        obs          float32[52] of 0/1, all zeros at the start of an episode
+        red_access   uint8[13], red's access per host (0 none, 1 user, 2 privileged), a fresh copy
+    step(action) -> (obs, reward, red_access)
+        reward       float, CAGE2's blue reward for the step
+        red_access   as above, after the step
+    seed(seed)                          reseeds the backend's own random state for the next reset
+
+Episodes are EP_LEN blue steps; the backend never ends one early, the caller counts steps.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from wfrl.errors import UserError
+
+OBS_DIM = 52
+N_ACTIONS = 145
+N_HOSTS = 13
+EP_LEN = 100
+
+RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+BACKENDS = ("cyborg",)
+
+
+class Backend(Protocol):
+    red_agent: str
+
+    def seed(self, seed: int | None) -> None: ...
+
+    def reset(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def step(self, action: int) -> tuple[np.ndarray, float, np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+
+def check_red_agent(name: str) -> str:
+    if name not in RED_AGENTS:
+        raise UserError(f"unknown red agent {name!r} (choose from {', '.join(RED_AGENTS)})")
+    return name
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise UserError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+    return name

@@ -1,0 +1,109 @@
+"""Real CybORG (csle-cyborg 0.0.3) as a wfrl backend: the reference for everything else.
+
+One CybORG object is built per backend and reset between episodes. Red access is read from the
+session table (a few microseconds), never from get_agent_state('True') (several milliseconds).
+
+Randomness: CybORG draws every random number from Python's process-global `random`. Each backend
+keeps its own Mersenne-Twister state and swaps it into `random` around reset/step, so two backends
+in one process do not disturb each other and `seed` alone fixes an episode sequence. The price is
+that after a step the global `random` holds this backend's state: code sharing the process should
+use its own `random.Random` instance.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+
+import numpy as np
+
+from wfrl.envs.base import N_HOSTS, check_red_agent
+from wfrl.errors import BackendUnavailable
+from wfrl.workflow import HOSTS
+
+_INSTALL_HINT = ("the cyborg backend needs the [cyborg] extra: pip install 'wfrl[cyborg]' -c "
+                 "constraints.txt && pip install --no-deps gym-csle-cyborg==0.10.1 "
+                 "(scripts/setup.sh does both)")
+
+_HOST_INDEX = {h: i for i, h in enumerate(HOSTS)}
+_PRIVILEGED = ("root", "SYSTEM")
+
+
+def _load():
+    """Import CybORG lazily; returns (Main, ChallengeWrapper, scenario dict, red agent classes)."""
+    try:
+        from csle_cyborg.agents.simple_agents.b_line import B_lineAgent
+        from csle_cyborg.agents.simple_agents.meander import RedMeanderAgent
+        from csle_cyborg.agents.simple_agents.sleep_agent import SleepAgent
+        from csle_cyborg.agents.wrappers.challenge_wrapper import ChallengeWrapper
+        from csle_cyborg.main import Main
+        from gym_csle_cyborg.constants.constants import CYBORG
+    except ImportError as exc:
+        raise BackendUnavailable(f"{_INSTALL_HINT} ({exc.name or exc} not importable)") from None
+    agents = {"B_lineAgent": B_lineAgent, "RedMeanderAgent": RedMeanderAgent,
+              "SleepAgent": SleepAgent}
+    return Main, ChallengeWrapper, CYBORG.CYBORG_SCENARIO_2_DICT, agents
+
+
+def available() -> bool:
+    try:
+        _load()
+    except BackendUnavailable:
+        return False
+    return True
+
+
+class CybORGBackend:
+    """CybORG Scenario2 behind the wfrl backend contract (see wfrl.envs.base)."""
+
+    def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
+        self.red_agent = check_red_agent(red_agent)
+        Main, ChallengeWrapper, scenario, agents = _load()
+        self._rng_state = None
+        self.seed(seed)
+        saved = random.getstate()
+        random.setstate(self._rng_state)
+        try:
+            self._cyborg = Main(copy.deepcopy(scenario), "sim", agents={"Red": agents[red_agent]})
+            self._env = ChallengeWrapper(env=self._cyborg, agent_name="Blue", max_steps=None)
+        finally:
+            self._rng_state = random.getstate()
+            random.setstate(saved)
+        # Live views into CybORG's state; rebuilt objects are looked up again after reset.
+        self._state = None
+        self._red_access = np.zeros(N_HOSTS, dtype=np.uint8)
+
+    def seed(self, seed: int | None) -> None:
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        self._rng_state = random.Random(seed).getstate()
+
+    def reset(self):
+        random.setstate(self._rng_state)
+        obs, _ = self._env.reset()
+        self._rng_state = random.getstate()
+        self._state = self._cyborg.environment_controller.state
+        return np.asarray(obs, dtype=np.float32), self._read_red_access()
+
+    def step(self, action: int):
+        random.setstate(self._rng_state)
+        obs, reward, _done, _info, _ = self._env.step(int(action))
+        self._rng_state = random.getstate()
+        return np.asarray(obs, dtype=np.float32), float(reward), self._read_red_access()
+
+    def _read_red_access(self) -> np.ndarray:
+        ra = self._red_access
+        ra[:] = 0
+        for s in self._state.sessions["Red"].values():
+            h = _HOST_INDEX[s.host]
+            if s.username in _PRIVILEGED:
+                ra[h] = 2
+            elif ra[h] == 0:
+                ra[h] = 1
+        return ra.copy()
+
+    def close(self) -> None:
+        self._env = None
+        self._cyborg = None
+        self._state = None
+

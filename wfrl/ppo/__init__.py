@@ -1,0 +1,1 @@
+"""PPO: the torch actor-critic, its numpy twin for rollouts, GAE, and the learner."""

@@ -1,0 +1,116 @@
+"""One PPO update on a flat batch (clipped surrogate, value loss, entropy bonus, minibatch epochs,
+per-minibatch advantage normalisation, global gradient-norm clipping)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from wfrl.ppo.policy import ActorCritic
+
+
+@dataclass
+class PPOConfig:
+    lr: float = 0.002
+    """Adam learning rate (the original system's)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE λ."""
+    clip: float = 0.2
+    """PPO ratio clip ε."""
+    epochs: int = 6
+    """Passes over each batch (the original system's K_epochs)."""
+    minibatches: int = 4
+    """Minibatches per epoch."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    hidden: int = 64
+    """Units in each of the two hidden layers of actor and critic."""
+
+
+@dataclass
+class Batch:
+    """Flat training batch; obs already carries the workflow conditioning (77 columns)."""
+
+    obs: np.ndarray         # float32 [N, 77]
+    actions: np.ndarray     # int32 [N]
+    logprobs: np.ndarray    # float32 [N] at collection time
+    values: np.ndarray      # float32 [N] at collection time
+    advantages: np.ndarray  # float32 [N]
+    returns: np.ndarray     # float32 [N]
+
+    def __len__(self):
+        return len(self.actions)
+
+
+class PPOLearner:
+    def __init__(self, cfg: PPOConfig, seed: int = 0):
+        self.cfg = cfg
+        torch.manual_seed(seed)
+        self._gen = torch.Generator().manual_seed(seed)
+        self.model = ActorCritic(cfg.hidden)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)
+        self.version = 0
+
+    def flat_weights(self) -> np.ndarray:
+        return self.model.flat_weights()
+
+    def update(self, batch: Batch) -> dict:
+        cfg = self.cfg
+        obs = torch.as_tensor(batch.obs)
+        actions = torch.as_tensor(batch.actions, dtype=torch.int64)
+        old_logp = torch.as_tensor(batch.logprobs)
+        adv_all = torch.as_tensor(batch.advantages)
+        ret_all = torch.as_tensor(batch.returns)
+        n = len(batch)
+        mb = max(1, -(-n // cfg.minibatches))
+        stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
+                 "clip_frac": 0.0}
+        steps = 0
+        for _ in range(cfg.epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            for start in range(0, n, mb):
+                idx = perm[start:start + mb]
+                logits, value = self.model(obs[idx])
+                dist = torch.distributions.Categorical(logits=logits)
+                logp = dist.log_prob(actions[idx])
+                adv = adv_all[idx]
+                if len(idx) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                log_ratio = logp - old_logp[idx]
+                ratio = log_ratio.exp()
+                pg_loss = torch.max(-adv * ratio,
+                                    -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+                v_loss = 0.5 * (value - ret_all[idx]).pow(2).mean()
+                entropy = dist.entropy().mean()
+                loss = pg_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.opt.step()
+                with torch.no_grad():
+                    stats["policy_loss"] += pg_loss.item()
+                    stats["value_loss"] += v_loss.item()
+                    stats["entropy"] += entropy.item()
+                    stats["approx_kl"] += ((ratio - 1) - log_ratio).mean().item()
+                    stats["clip_frac"] += ((ratio - 1).abs() > cfg.clip).float().mean().item()
+                steps += 1
+        self.version += 1
+        return {k: v / max(steps, 1) for k, v in stats.items()}
+
+    def state(self) -> dict:
+        """Everything needed to continue training; loadable with torch.load(weights_only=True)."""
+        return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+                "version": self.version}
+
+    def load_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        if "optimizer" in state:
+            self.opt.load_state_dict(state["optimizer"])
+        self.version = int(state.get("version", 0))

@@ -1,0 +1,119 @@
+"""Run records: the run directory, JSON/CSV logs and checkpoints.
+
+Everything is written so that an interrupted run never leaves a damaged file: JSON and checkpoints
+go to a temporary file that replaces the target atomically; CSV rows are appended, flushed and
+fsynced one update at a time.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from wfrl.errors import UserError
+
+CHECKPOINT_FORMAT = "wfrl/ppo-checkpoint"
+CHECKPOINT_VERSION = 1
+RUN_MARKERS = ("experiment_config.json", "training_log.csv", "checkpoint.pt")
+
+
+class RunDir:
+    """The --out directory of a run. Checks that it is usable before anything is written."""
+
+    def __init__(self, path: str | os.PathLike, force: bool = False):
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create output directory {self.path}: {exc.strerror}") from None
+        if not self.path.is_dir():
+            raise UserError(f"output path {self.path} is not a directory")
+        try:
+            fd, probe = tempfile.mkstemp(dir=self.path, prefix=".wfrl-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UserError(f"output directory {self.path} is not writable: {exc.strerror}") from None
+        existing = [m for m in RUN_MARKERS if (self.path / m).exists()]
+        if existing and not force:
+            raise UserError(f"{self.path} already holds a run ({existing[0]}); choose another --out"
+                            " or pass --force to replace it")
+        self.force = force
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    _atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+class CsvLog:
+    """Append-only CSV with a fixed header; each row is durable once append() returns."""
+
+    def __init__(self, path: Path, columns: list[str], fresh: bool = True):
+        self.path = Path(path)
+        self.columns = list(columns)
+        if fresh or not self.path.exists():
+            buf = io.StringIO()
+            csv.writer(buf).writerow(self.columns)
+            _atomic_write_bytes(self.path, buf.getvalue().encode())
+
+    def append(self, row: dict) -> None:
+        buf = io.StringIO()
+        csv.DictWriter(buf, self.columns, extrasaction="raise").writerow(row)
+        with open(self.path, "a", encoding="utf-8", newline="") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def save_checkpoint(path: Path, payload: dict) -> None:
+    import torch
+    buf = io.BytesIO()
+    torch.save({"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **payload}, buf)
+    _atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def load_checkpoint(path) -> dict:
+    """Load and check a wfrl checkpoint; any problem becomes a one-line UserError."""
+    import torch
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint {path} does not exist")
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for damaged files
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot read checkpoint {path}: corrupt or not a torch file ({reason[:120]})") from None
+    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(f"{path} is not a wfrl checkpoint")
+    if ck.get("format_version") != CHECKPOINT_VERSION:
+        raise UserError(f"{path} has checkpoint format version {ck.get('format_version')};"
+                        f" this wfrl reads version {CHECKPOINT_VERSION}")
+    for key in ("model", "hidden", "workflow"):
+        if key not in ck:
+            raise UserError(f"checkpoint {path} lacks {key!r}")
+    return ck

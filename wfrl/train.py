@@ -1,0 +1,102 @@
+"""Training on one fixed workflow: setup → collect → advantages → PPO epochs → log, until the
+episode budget is spent or compliance reaches the threshold."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from wfrl import __version__
+from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, to_batch
+from wfrl.collect.sequential import SequentialCollector
+from wfrl.config import TrainConfig
+from wfrl.envs import EP_LEN, make_backend
+from wfrl.ppo.learner import PPOLearner
+from wfrl.runlog import CsvLog, RunDir, save_checkpoint, write_json
+
+LOG_COLUMNS = [
+    "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",
+    "Env_Reward", "Env_Reward_SE", "Alignment_Bonus", "Total_Reward", "Compliance", "Avg_Fixes",
+    "Collection_Time", "Update_Time", "Episodes_Per_Second", "Policy_Loss", "Value_Loss",
+    "Entropy", "Approx_KL", "Weights_Version",
+]
+
+
+def _mean_se(x):
+    x = np.asarray(x, dtype=np.float64)
+    se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+    return float(x.mean()), se
+
+
+def train(cfg: TrainConfig, progress=None) -> dict:
+    """Run training as configured; returns the summary that is also written to summary.json."""
+    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    cfg.validate()
+    wf = cfg.parsed_workflow()
+    run = RunDir(cfg.out, cfg.force)
+    backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
+    write_json(run.file("experiment_config.json"), {**cfg.to_dict(), "wfrl_version": __version__})
+
+    learner = PPOLearner(cfg.ppo, seed=cfg.seed)
+    collector = SequentialCollector(backend, cfg.ppo.hidden, cfg.seed, cfg.alignment_lambda,
+                                    cfg.count_foothold)
+    M = cfg.episodes_per_update
+    buffer = compiled_buffer(allocate_trajectory(M, EP_LEN))
+    row_cond = np.tile(wf.onehot(), (M, 1))
+    log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
+
+    episodes, update, stop = 0, 0, "budget"
+    started = time.perf_counter()
+    try:
+        while episodes < cfg.total_episodes:
+            n = min(M, cfg.total_episodes - episodes)
+            t0 = time.perf_counter()
+            eps = collector.collect(learner.flat_weights(), learner.version, wf, buffer, episodes, n)
+            t1 = time.perf_counter()
+            batch = to_batch(buffer, row_cond, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+            ustats = learner.update(batch)
+            t2 = time.perf_counter()
+            episodes += n
+            update += 1
+
+            env_r, env_se = _mean_se([e.env_return for e in eps])
+            align = float(np.mean([e.alignment for e in eps]))
+            compliance = float(np.mean([e.compliance for e in eps]))
+            log.append({
+                "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,
+                "Episodes": episodes, "Total_Episodes_Sampled": episodes,
+                "Env_Reward": round(env_r, 4), "Env_Reward_SE": round(env_se, 4),
+                "Alignment_Bonus": round(align, 4), "Total_Reward": round(env_r + align, 4),
+                "Compliance": round(compliance, 4),
+                "Avg_Fixes": round(float(np.mean([e.fixes for e in eps])), 3),
+                "Collection_Time": round(t1 - t0, 4), "Update_Time": round(t2 - t1, 4),
+                "Episodes_Per_Second": round(n / (t1 - t0), 3),
+                "Policy_Loss": round(ustats["policy_loss"], 5),
+                "Value_Loss": round(ustats["value_loss"], 5),
+                "Entropy": round(ustats["entropy"], 5), "Approx_KL": round(ustats["approx_kl"], 6),
+                "Weights_Version": learner.version,
+            })
+            save_checkpoint(run.file("checkpoint.pt"), {
+                **learner.state(), "hidden": cfg.ppo.hidden, "workflow": str(wf),
+                "workflow_id": wf.index, "episodes": episodes, "config": cfg.to_dict()})
+            elapsed = time.perf_counter() - started
+            progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
+                     f"{episodes / elapsed:7.2f} eps/s (collect {n / (t1 - t0):.2f}) | "
+                     f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
+                     f"compliance {compliance:.3f}")
+            if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
+                stop = "compliance"
+                break
+    finally:
+        collector.close()
+
+    wall = time.perf_counter() - started
+    summary = {"workflow": str(wf), "workflow_id": wf.index, "updates": update,
+               "episodes": episodes, "stop_reason": stop, "final_env_reward": env_r,
+               "final_compliance": compliance, "wall_time_s": round(wall, 3),
+               "episodes_per_s": round(episodes / wall, 3)}
+    write_json(run.file("summary.json"), summary)
+    progress(f"done: {episodes} episodes in {wall:.1f} s ({stop}); final reward {env_r:.2f}, "
+             f"compliance {compliance:.3f}; records in {run.path}")
+    return summary

@@ -25,12 +25,12 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike, force: bool = False):
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"output path {self.path} is not a directory")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"cannot create output directory {self.path}: {exc.strerror}") from None
-        if not self.path.is_dir():
-            raise UserError(f"output path {self.path} is not a directory")
         try:
             fd, probe = tempfile.mkstemp(dir=self.path, prefix=".wfrl-probe-")
             os.close(fd)

@@ -1,0 +1,177 @@
+"""`python -m wfrl` as a user runs it: training records, evaluation, and bad input."""
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WF = "defender,enterprise,op_server,op_host,user"
+
+
+def wfrl(*args, code=None, env=None):
+    cmd = [sys.executable, "-m", "wfrl", *map(str, args)]
+    if code is not None:  # run main() after `code` (used to hide an installed package)
+        cmd = [sys.executable, "-c", f"{code}\nimport sys\nfrom wfrl.cli import main\n"
+                                     f"sys.exit(main({list(map(str, args))!r}))"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+def _digest(path: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.iterdir()) if p.is_file()}
+
+
+def _assert_user_error(res, fragment):
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("wfrl: error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in res.stderr
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    res = wfrl("train", "--backend", "cyborg", "--collector", "sequential", "--workflow", WF,
+               "--total-episodes", 20, "--episodes-per-update", 10, "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+@pytest.mark.cyborg
+def test_train_writes_sane_records(trained_run):
+    import torch
+
+    from wfrl.runlog import read_csv
+    from wfrl.train import LOG_COLUMNS
+    out, res = trained_run
+    assert "eps/s" in res.stderr and "compliance" in res.stderr
+    cfg = json.loads((out / "experiment_config.json").read_text())
+    assert cfg["workflow_order"] == WF and cfg["backend"] == "cyborg"
+    assert cfg["total_episodes"] == 20 and cfg["ppo"]["lr"] == 0.002
+    rows = read_csv(out / "training_log.csv")
+    assert list(rows[0]) == LOG_COLUMNS
+    assert [int(r["Update"]) for r in rows] == [1, 2]
+    assert [int(r["Total_Episodes_Sampled"]) for r in rows] == [10, 20]
+    for r in rows:
+        assert r["Workflow_ID"] == "0" and r["Workflow_Order"] == WF
+        # CAGE2 returns over 100 steps lie in (-1500, 0]; a random-ish policy is well below 0.
+        assert -1500 < float(r["Env_Reward"]) < 0
+        assert 0.0 <= float(r["Compliance"]) <= 1.0
+        assert float(r["Avg_Fixes"]) >= 0
+        assert float(r["Collection_Time"]) > 0 and float(r["Update_Time"]) > 0
+        assert math.isclose(float(r["Total_Reward"]),
+                            float(r["Env_Reward"]) + float(r["Alignment_Bonus"]), abs_tol=1e-3)
+    ck = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ck["workflow"] == WF and ck["episodes"] == 20 and ck["version"] == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 20 and summary["stop_reason"] == "budget"
+
+
+@pytest.mark.cyborg
+def test_eval_json(trained_run):
+    out, _ = trained_run
+    res = wfrl("eval", "--checkpoint", out / "checkpoint.pt", "--backend", "cyborg",
+               "--red-agent", "B_lineAgent", "--episodes", 4, "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert {"mean", "se", "n", "compliance"} <= set(d)
+    assert d["n"] == 4 and d["mean"] < 0 and d["se"] >= 0 and 0 <= d["compliance"] <= 1
+    assert d["sampling"]["n"] == 4
+    text = wfrl("eval", "--checkpoint", out / "checkpoint.pt", "--episodes", 2)
+    assert text.returncode == 0 and "greedy" in text.stdout and "sampling" in text.stdout
+
+
+@pytest.mark.cyborg
+def test_existing_run_is_not_overwritten(trained_run):
+    out, _ = trained_run
+    before = _digest(out)
+    res = wfrl("train", "--workflow", WF, "--total-episodes", 2, "--out", out)
+    _assert_user_error(res, "already holds a run")
+    assert _digest(out) == before
+
+
+@pytest.mark.cyborg
+def test_training_stops_early_on_compliance(tmp_path):
+    res = wfrl("train", "--total-episodes", 50, "--episodes-per-update", 2,
+               "--compliance-threshold", 0.0, "--min-episodes", 4, "--out", tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stop_reason"] == "compliance" and summary["episodes"] == 4
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["train", "--workflow", "defender,enterprise,op_server,op_host,printer"], "unknown unit type"),
+    (["train", "--workflow", "defender,defender,op_server,op_host,user"], "more than once"),
+    (["train", "--workflow", "defender,enterprise"], "all 5 unit types"),
+    (["train", "--red-agent", "EvilAgent"], "unknown red agent"),
+    (["train", "--backend", "gpu"], "unknown backend"),
+    (["train", "--collector", "magic"], "unknown collector"),
+    (["train", "--total-episodes", "0"], "--total-episodes must be positive"),
+    (["train", "--episodes-per-update", "-3"], "--episodes-per-update must be positive"),
+    (["train", "--total-episodes", "ten"], "expected a whole number"),
+    (["train", "--compliance-threshold", "1.5"], "--compliance-threshold must lie in [0, 1]"),
+    (["train", "--compliance-threshold", "-0.1"], "--compliance-threshold must lie in [0, 1]"),
+    (["train", "--no-such-flag"], "unrecognized arguments"),
+    (["eval"], "--checkpoint"),
+    (["eval", "--checkpoint", "/nonexistent/ck.pt"], "does not exist"),
+    (["eval", "--checkpoint", "x.pt", "--episodes", "0"], "--episodes must be positive"),
+    ([], "required"),
+])
+def test_bad_input_is_one_line_exit_2(args, fragment, tmp_path):
+    res = wfrl(*args, "--out", tmp_path / "o") if args[:1] == ["train"] else wfrl(*args)
+    _assert_user_error(res, fragment)
+    assert not (tmp_path / "o" / "experiment_config.json").exists()
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me")
+    res = wfrl("train", "--out", blocker / "sub")
+    _assert_user_error(res, "cannot create output directory")
+    assert blocker.read_text() == "keep me"
+    res = wfrl("train", "--out", blocker)
+    _assert_user_error(res, "not a directory")
+
+
+def test_corrupt_checkpoint(tmp_path):
+    bad = tmp_path / "ck.pt"
+    bad.write_bytes(b"\x80\x02 definitely not a checkpoint")
+    _assert_user_error(wfrl("eval", "--checkpoint", bad), "cannot read checkpoint")
+    assert bad.read_bytes() == b"\x80\x02 definitely not a checkpoint"
+    import torch
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    _assert_user_error(wfrl("eval", "--checkpoint", other), "not a wfrl checkpoint")
+
+
+def test_truncated_checkpoint(trained_run_or_skip, tmp_path):
+    data = (trained_run_or_skip / "checkpoint.pt").read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 2])
+    _assert_user_error(wfrl("eval", "--checkpoint", cut), "cannot read checkpoint")
+
+
+@pytest.fixture
+def trained_run_or_skip(request):
+    from conftest import CYBORG
+    if not CYBORG:
+        pytest.skip("needs CybORG to produce a checkpoint")
+    return request.getfixturevalue("trained_run")[0]
+
+
+def test_missing_cyborg_extra_is_a_clear_error(tmp_path):
+    hide = "import sys\nsys.modules['csle_cyborg'] = None"
+    res = wfrl("train", "--backend", "cyborg", "--out", tmp_path / "o", code=hide)
+    _assert_user_error(res, "[cyborg] extra")
+    assert not (tmp_path / "o" / "experiment_config.json").exists()
+
+
+def test_help_works():
+    res = wfrl("train", "--help")
+    assert res.returncode == 0 and "--workflow" in res.stdout and "--alignment-lambda" in res.stdout

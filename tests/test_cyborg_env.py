@@ -1,0 +1,122 @@
+"""The CybORG backend against the contract: spaces, truncation, red_access, seeding."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.cyborg
+
+
+def _episode(env, seed, actions):
+    obs, info = env.reset(seed=seed)
+    out = [(obs.copy(), 0.0, info["red_access"].copy())]
+    for a in actions:
+        obs, r, term, trunc, info = env.step(int(a))
+        out.append((obs.copy(), r, info["red_access"].copy()))
+    return out
+
+
+def _same(e1, e2):
+    return all(np.array_equal(a[0], b[0]) and a[1] == b[1] and np.array_equal(a[2], b[2])
+               for a, b in zip(e1, e2))
+
+
+def test_check_env_and_spaces():
+    from gymnasium.utils.env_checker import check_env
+
+    import wfrl.envs as envs
+    env = envs.make(backend="cyborg", red_agent="B_lineAgent", seed=0)
+    check_env(env, skip_render_check=True)
+    assert env.observation_space.shape == (52,) and env.observation_space.dtype == np.float32
+    assert env.action_space.n == 145
+
+
+def test_gymnasium_registration():
+    import gymnasium
+
+    import wfrl.envs  # noqa: F401
+    env = gymnasium.make("wfrl/CAGE2-v0", red_agent="RedMeanderAgent", seed=1)
+    obs, info = env.reset()
+    assert obs.shape == (52,) and info["red_access"].dtype == np.uint8
+    env.close()
+
+
+def test_truncation_at_100_and_reward_range():
+    import wfrl.envs as envs
+    env = envs.make(red_agent="B_lineAgent", seed=3)
+    obs, info = env.reset()
+    assert not obs.any()
+    assert info["red_access"].tolist() == [0] * 8 + [2] + [0] * 4  # only the User0 foothold
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for t in range(100):
+        obs, r, term, trunc, info = env.step(int(rng.integers(145)))
+        assert obs.dtype == np.float32 and set(np.unique(obs)) <= {0.0, 1.0}
+        assert not term and trunc == (t == 99)
+        assert -15.0 <= r <= 0.0  # worst case: OT down (-10), every priv host, a restore
+        total += r
+    assert total < 0
+    with pytest.raises(RuntimeError):
+        env.step(0)
+
+
+def test_red_access_matches_true_state():
+    """The cheap session-table read equals what the (slow) true-state query says."""
+    import wfrl.envs as envs
+    from wfrl.workflow import HOSTS
+    for red in ("B_lineAgent", "RedMeanderAgent"):
+        env = envs.make(red_agent=red, seed=7)
+        env.reset()
+        cy = env.unwrapped.backend._cyborg
+        rng = np.random.default_rng(1)
+        seen = set()
+        for t in range(100):
+            _, _, _, _, info = env.step(int(rng.choice([0, 0, 0, 1, 17, 133, 24, 140])))
+            true = cy.get_agent_state("True")
+            expected = np.zeros(13, np.uint8)
+            for h, name in enumerate(HOSTS):
+                for s in true[name].get("Sessions", []):
+                    if s.get("Agent") != "Red":
+                        continue
+                    priv = s.get("Username") in ("root", "SYSTEM")
+                    expected[h] = max(expected[h], 2 if priv else 1)
+            np.testing.assert_array_equal(info["red_access"], expected, err_msg=f"{red} t={t}")
+            seen.update(int(v) for v in info["red_access"])
+        assert seen == {0, 1, 2} or seen == {0, 2}
+
+
+def test_same_seed_same_episode_different_seed_different():
+    import wfrl.envs as envs
+    actions = np.random.default_rng(2).integers(0, 145, 100)
+    env = envs.make(red_agent="RedMeanderAgent", seed=0)
+    a = _episode(env, 11, actions)
+    b = _episode(env, 11, actions)
+    c = _episode(env, 12, actions)
+    assert _same(a, b)
+    assert not _same(a, c)
+
+
+def test_two_envs_in_one_process_do_not_share_randomness():
+    import random
+
+    import wfrl.envs as envs
+    actions = np.random.default_rng(3).integers(0, 145, 100)
+    alone = _episode(envs.make(red_agent="RedMeanderAgent"), 5, actions)
+    e1, e2 = envs.make(red_agent="RedMeanderAgent"), envs.make(red_agent="RedMeanderAgent")
+    o1, i1 = e1.reset(seed=5)
+    e2.reset(seed=99)
+    inter = [(o1, 0.0, i1["red_access"])]
+    for a in actions:
+        random.random()  # other users of the global RNG do not disturb the env either
+        o, r, _, _, info = e1.step(int(a))
+        e2.step(int(a))
+        inter.append((o.copy(), r, info["red_access"].copy()))
+    assert _same(alone, inter)
+
+
+def test_sleep_red_never_gains_access():
+    import wfrl.envs as envs
+    env = envs.make(red_agent="SleepAgent", seed=0)
+    env.reset()
+    for _ in range(100):
+        obs, r, _, _, info = env.step(0)
+        assert r == 0.0 and not obs.any()
+        assert info["red_access"].tolist() == [0] * 8 + [2] + [0] * 4

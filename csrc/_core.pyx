@@ -1,6 +1,6 @@
 # Bindings of the compiled core. Each entry point checks dtype, contiguity and shape once, then runs
 # the C routine without the GIL. The C side never allocates: every array belongs to the caller.
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 cdef extern from "wfrl_types.h":
     int WFRL_OBS_DIM
@@ -155,3 +155,108 @@ cdef class TrajectoryBuffer:
             k = wfrl_traj_flatten(&self.b, &adv[0, 0], &ret[0, 0], &obs_out[0, 0], &act_out[0],
                                   &logp_out[0], &val_out[0], &adv_out[0], &ret_out[0], &row_out[0])
         return k
+
+
+# ------------------------------------------------------------------------------------------
+# Compiled CAGE2 (csrc/wfrl_cage2.h)
+
+cdef extern from "wfrl_cage2.h" nogil:
+    ctypedef struct wfrl_cage2:
+        int32_t t
+        uint8_t ot_running
+    void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
+    int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
+    void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
+    void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
+    void wfrl_cage2_step_batch(wfrl_cage2 *envs, int64_t n, const int32_t *actions, float *obs,
+                               float *reward, uint8_t *done, uint8_t *red_access)
+
+import numpy as np
+
+RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2}
+
+
+cdef class Cage2Sim:
+    """n independent compiled CAGE2 envs against one red agent.
+
+    The env structs live in a numpy byte array owned by this object; the C code never allocates.
+    """
+    cdef wfrl_cage2 *envs
+    cdef readonly Py_ssize_t n
+    cdef readonly int red_kind
+    cdef object _storage
+
+    def __cinit__(self, Py_ssize_t n, str red_agent):
+        if n <= 0:
+            raise ValueError("Cage2Sim needs at least one env")
+        if red_agent not in RED_KINDS:
+            raise ValueError(f"unknown red agent {red_agent!r}")
+        self.n = n
+        self.red_kind = RED_KINDS[red_agent]
+        self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, dtype=np.uint8)
+        cdef uint8_t[::1] raw = self._storage
+        cdef size_t addr = <size_t>&raw[0]
+        self.envs = <wfrl_cage2 *>((addr + 63) & ~(<size_t>63))
+        for i in range(n):
+            wfrl_cage2_reset(&self.envs[i], i, self.red_kind)
+
+    cdef inline wfrl_cage2 *_env(self, Py_ssize_t i) except NULL:
+        if i < 0 or i >= self.n:
+            raise IndexError(f"env {i} outside [0, {self.n})")
+        return &self.envs[i]
+
+    def reset(self, Py_ssize_t i, uint64_t seed):
+        """Start a new episode of env i from `seed`; returns (obs float32[52], red_access uint8[13])."""
+        cdef wfrl_cage2 *e = self._env(i)
+        wfrl_cage2_reset(e, seed, self.red_kind)
+        obs = np.zeros(WFRL_OBS_DIM, dtype=np.float32)
+        ra = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        cdef uint8_t[::1] rav = ra
+        wfrl_cage2_red_access(e, &rav[0])
+        return obs, ra
+
+    def step(self, Py_ssize_t i, int action):
+        """One blue step of env i → (obs float32[52], reward float, red_access uint8[13])."""
+        cdef wfrl_cage2 *e = self._env(i)
+        if action < 0 or action >= WFRL_N_ACTIONS:
+            raise ValueError(f"action {action} outside [0, {WFRL_N_ACTIONS})")
+        obs = np.empty(WFRL_OBS_DIM, dtype=np.float32)
+        ra = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        cdef float[::1] ov = obs
+        cdef uint8_t[::1] rav = ra
+        cdef int r10 = wfrl_cage2_step(e, action, &ov[0], &rav[0])
+        return obs, r10 / 10.0, ra
+
+    def reset_batch(self, const uint64_t[::1] seeds, float[:, ::1] obs, uint8_t[:, ::1] red_access):
+        """Reset every env i with seeds[i]; writes the first obs and red_access of each."""
+        _need(seeds.shape[0] == self.n and obs.shape[0] == self.n and obs.shape[1] == WFRL_OBS_DIM
+              and red_access.shape[0] == self.n and red_access.shape[1] == WFRL_N_HOSTS,
+              "reset_batch: arrays must have n rows (obs [n, 52], red_access [n, 13])")
+        cdef Py_ssize_t i
+        with nogil:
+            for i in range(self.n):
+                wfrl_cage2_reset(&self.envs[i], seeds[i], self.red_kind)
+                wfrl_cage2_obs(&self.envs[i], &obs[i, 0])
+                wfrl_cage2_red_access(&self.envs[i], &red_access[i, 0])
+
+    def step_batch(self, const int32_t[::1] actions, float[:, ::1] obs, float[::1] reward,
+                   uint8_t[::1] done, uint8_t[:, ::1] red_access):
+        """Step all n envs at once without the GIL (no auto-reset: reset done envs yourself)."""
+        _need(actions.shape[0] == self.n and obs.shape[0] == self.n
+              and obs.shape[1] == WFRL_OBS_DIM and reward.shape[0] == self.n
+              and done.shape[0] == self.n and red_access.shape[0] == self.n
+              and red_access.shape[1] == WFRL_N_HOSTS,
+              "step_batch: arrays must have n rows (obs [n, 52], red_access [n, 13])")
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if actions[i] < 0 or actions[i] >= WFRL_N_ACTIONS:
+                raise ValueError(f"actions[{i}]={actions[i]} outside [0, {WFRL_N_ACTIONS})")
+        with nogil:
+            wfrl_cage2_step_batch(self.envs, self.n, &actions[0], &obs[0, 0], &reward[0], &done[0],
+                                  &red_access[0, 0])
+
+    def steps_taken(self, Py_ssize_t i):
+        return self._env(i).t
+
+    def ot_running(self, Py_ssize_t i):
+        return bool(self._env(i).ot_running)

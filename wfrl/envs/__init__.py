@@ -7,15 +7,18 @@ from wfrl.envs.base import (BACKENDS, EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM, RED_A
 ENV_ID = "wfrl/CAGE2-v0"
 
 
-def make_backend(backend: str = "cyborg", red_agent: str = "B_lineAgent", seed: int | None = None):
-    """The lean backend object that collectors drive."""
+def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None):
+    """The lean backend object that collectors drive: `sim` (compiled, default) or `cyborg`."""
     check_backend(backend)
     check_red_agent(red_agent)
+    if backend == "sim":
+        from wfrl.envs.sim import SimBackend
+        return SimBackend(red_agent=red_agent, seed=seed)
     from wfrl.envs.cyborg import CybORGBackend
     return CybORGBackend(red_agent=red_agent, seed=seed)
 
 
-def make(backend: str = "cyborg", red_agent: str = "B_lineAgent", seed: int | None = None):
+def make(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None):
     """A gymnasium.Env for CAGE2 blue on the chosen backend."""
     from wfrl.envs.gym_env import Cage2Env
     return Cage2Env(make_backend(backend, red_agent, seed))

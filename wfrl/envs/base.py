@@ -27,7 +27,7 @@ N_HOSTS = 13
 EP_LEN = 100
 
 RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
-BACKENDS = ("cyborg",)
+BACKENDS = ("sim", "cyborg")
 
 
 class Backend(Protocol):

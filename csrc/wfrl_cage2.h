@@ -1,0 +1,622 @@
+/* A compiled CAGE Challenge 2 (CybORG Scenario2) as seen by a blue training loop.
+ *
+ * Behaviour follows shared/cage2/SPEC.md (section numbers below refer to it); the real CybORG is
+ * the reference, held statistically equal by tests/test_parity.py. Only what influences the blue
+ * observation, the reward and red's future behaviour is modelled: red sessions are kept as counts
+ * per host and kind, ports as bit masks, IPs as host indices (IPs are labels only, §8).
+ *
+ * One env is a plain struct with its own RNG; no allocation, no globals, no Python.
+ * Entry points: wfrl_cage2_reset, wfrl_cage2_step, wfrl_cage2_step_batch. */
+#ifndef WFRL_CAGE2_H
+#define WFRL_CAGE2_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "wfrl_rng.h"
+#include "wfrl_types.h"
+
+/* ---- hosts (§1.1, observation/action order) ---------------------------------------------- */
+enum { H_DEF, H_ENT0, H_ENT1, H_ENT2, H_OPH0, H_OPH1, H_OPH2, H_OPS0, H_U0, H_U1, H_U2, H_U3, H_U4 };
+#define NH WFRL_N_HOSTS
+
+enum { SUB_USER, SUB_ENT, SUB_OP, N_SUB };
+
+/* ---- ports that matter, as bits --------------------------------------------------------- */
+enum { P21, P22, P25, P53, P68, P80, P135, P139, P443, P445, P3389, P3390, N_PORTBITS };
+#define PB(p) (1u << (p))
+
+/* ---- exploits (§1.2 catalogue), in decreasing weight: index order = preference order ------ */
+enum { X_FTP, X_HARAKA, X_SQLI, X_HTTPS, X_HTTP, X_EB, X_BK, X_SSH, N_EXPLOITS };
+static const uint8_t cage2_exploit_port[N_EXPLOITS] = {P21, P25, P3390, P443, P80, P139, P3389, P22};
+
+/* Result of exploiting the *real* service of a host: none there, fails, user or root session. */
+enum { R_NONE = 0, R_FAIL, R_USER, R_PRIV };
+
+/* ---- decoys (§2.4) ----------------------------------------------------------------------- */
+enum { D_APACHE, D_FEMITTER, D_HARAKA, D_SMSS, D_SSHD, D_SVCHOST, D_TOMCAT, D_VSFTPD, N_DECOYS };
+static const uint8_t cage2_decoy_port[N_DECOYS] = {P80, P21, P25, P139, P22, P3389, P443, P80};
+/* Port that must be free for placement (Vsftpd checks 21 but opens 80: bug B4). */
+static const uint8_t cage2_decoy_needs_free[N_DECOYS] = {P80, P21, P25, P139, P22, P3389, P443, P21};
+/* OS requirement: 0 any, 1 Linux, 2 Windows. */
+static const uint8_t cage2_decoy_os[N_DECOYS] = {0, 2, 1, 2, 0, 2, 0, 1};
+/* The exploit a decoy service answers (same (type, port) as the real service). */
+static const uint8_t cage2_decoy_exploit[N_DECOYS] = {X_HTTP, X_FTP, X_HARAKA, X_EB, X_SSH, X_BK,
+                                                      X_HTTPS, X_HTTP};
+
+/* ---- static host table -------------------------------------------------------------------- */
+typedef struct {
+    uint8_t subnet;
+    uint8_t linux_os;
+    uint8_t conf10;           /* confidentiality value in tenths (§6) */
+    uint8_t n_conns;          /* listening connections (one scan event each) */
+    uint16_t ports;           /* listening ports as bits */
+    uint8_t real[N_EXPLOITS]; /* outcome of exploiting the real service (R_*) */
+    int8_t link;              /* host whose IP red learns when escalating this one, or -1 */
+} cage2_host;
+
+static const cage2_host cage2_hosts[NH] = {
+    /* Defender: 22 sshd(root); 53, 53; 68. SSH brute force always fails (no account). */
+    {SUB_ENT, 1, 1, 4, PB(P22) | PB(P53) | PB(P68),
+     {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_FAIL}, -1},
+    /* Enterprise0: 22 sshd(root); brute force gives `pi`. */
+    {SUB_ENT, 1, 10, 1, PB(P22), {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    /* Enterprise1/2: 22, 135, 3389 rdp(SYSTEM), 445, 139 (smss: type unknown, bug B2), 80, 443 tomcat. */
+    {SUB_ENT, 0, 10, 7, PB(P22) | PB(P135) | PB(P3389) | PB(P445) | PB(P139) | PB(P80) | PB(P443),
+     {R_NONE, R_NONE, R_NONE, R_USER, R_USER, R_NONE, R_PRIV, R_USER}, -1},
+    {SUB_ENT, 0, 10, 7, PB(P22) | PB(P135) | PB(P3389) | PB(P445) | PB(P139) | PB(P80) | PB(P443),
+     {R_NONE, R_NONE, R_NONE, R_USER, R_USER, R_NONE, R_PRIV, R_USER}, H_OPS0},
+    /* Op_Host0-2, Op_Server0: 22 sshd(root); `pi`. */
+    {SUB_OP, 1, 1, 1, PB(P22), {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    {SUB_OP, 1, 1, 1, PB(P22), {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    {SUB_OP, 1, 1, 1, PB(P22), {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    {SUB_OP, 1, 10, 1, PB(P22), {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    /* User0/1: 22 sshd.exe, 21 femitter(SYSTEM); `vagrant`. */
+    {SUB_USER, 0, 0, 2, PB(P22) | PB(P21),
+     {R_PRIV, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, -1},
+    {SUB_USER, 0, 1, 2, PB(P22) | PB(P21),
+     {R_PRIV, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_USER}, H_ENT1},
+    /* User2: 445, 139 smb(SYSTEM); 135; 3389 rdp(NetworkService). */
+    {SUB_USER, 0, 1, 4, PB(P445) | PB(P139) | PB(P135) | PB(P3389),
+     {R_NONE, R_NONE, R_NONE, R_NONE, R_NONE, R_PRIV, R_USER, R_NONE}, H_ENT1},
+    /* User3: 80 apache, 3389 mysql (bug B3), 443 apache, 25 haraka(root). */
+    {SUB_USER, 1, 1, 4, PB(P80) | PB(P3389) | PB(P443) | PB(P25),
+     {R_NONE, R_PRIV, R_NONE, R_USER, R_USER, R_NONE, R_NONE, R_NONE}, H_ENT0},
+    /* User4: 22 sshd, 80 apache, 3390 mysql(root), 443 apache, 25 haraka(root); `pi`. */
+    {SUB_USER, 1, 1, 5, PB(P22) | PB(P80) | PB(P3390) | PB(P443) | PB(P25),
+     {R_NONE, R_PRIV, R_PRIV, R_USER, R_USER, R_NONE, R_NONE, R_USER}, H_ENT0},
+};
+
+/* Hosts of each subnet in listing order (what DiscoverRemoteSystems reveals, §4.1). */
+static const int8_t cage2_subnet_hosts[N_SUB][5] = {
+    {H_U0, H_U1, H_U2, H_U3, H_U4},
+    {H_ENT0, H_ENT1, H_ENT2, H_DEF, -1},
+    {H_OPS0, H_OPH0, H_OPH1, H_OPH2, -1},
+};
+
+/* ---- red agents ---------------------------------------------------------------------------- */
+enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2 };
+enum { RA_SLEEP, RA_DRS, RA_DNS, RA_EXPLOIT, RA_ESCALATE, RA_IMPACT };
+
+typedef struct {
+    uint8_t type;    /* RA_* */
+    int8_t target;   /* subnet for DRS, host otherwise */
+} cage2_red_action;
+
+/* B_line: 15 stages, failure jumps J (§3.1). */
+static const uint8_t cage2_bline_jump[15] = {0, 1, 2, 2, 2, 2, 5, 5, 5, 5, 9, 9, 9, 12, 13};
+
+/* Blue observation classes. */
+enum { ACT_NONE, ACT_SCAN, ACT_EXPLOIT };
+enum { COMP_NO, COMP_UNKNOWN, COMP_USER, COMP_PRIV };
+
+/* Entries blue's monitor sees on one host during one step (§7.3). */
+typedef struct {
+    uint16_t n;          /* number of entries */
+    uint16_t ports;      /* local ports (with a connection) as bits */
+    uint8_t n_ephemeral; /* distinct ephemeral local ports (the 4444 callback's own port) */
+    uint8_t has4444;
+    uint8_t first_decoy;
+} cage2_entries;
+
+typedef struct {
+    /* -- true state ------------------------------------------------------------------------ */
+    uint8_t n_user_rm[NH];   /* user-level red sessions whose callback blue saw (Remove kills) */
+    uint8_t n_user_keep[NH]; /* user-level red sessions Remove cannot kill (SSH, unseen callback) */
+    uint8_t n_priv[NH];      /* root/SYSTEM red sessions besides the User0 foothold */
+    uint8_t malware[NH];     /* a density-0.9 file is on the host (Analyse sees it) */
+    uint8_t decoys[NH];      /* bit per placed decoy kind except Vsftpd */
+    uint8_t n_vsftpd[NH];    /* Vsftpd decoys stack */
+    uint8_t ot_running, ot_pid_valid;
+
+    /* -- red knowledge (shared by both red agents) ----------------------------------------- */
+    uint8_t known_ip[NH], known_host[NH], known_subnet[N_SUB];
+    uint8_t ports_stored[NH];   /* red stored a routable scan of this IP */
+    uint16_t ports_mem[NH];     /* ports remembered from the last routable scan */
+    uint8_t ot_known;
+
+    /* -- red agent memory ------------------------------------------------------------------ */
+    uint8_t red_kind;
+    uint8_t prev_success;   /* 0 fail, 1 success, 2 unknown (start of episode) */
+    uint8_t prev_has_data;  /* previous red action returned host data */
+    /* B_line */
+    uint8_t bl_stage, bl_user;
+    uint16_t bl_cached;     /* bit k: stage k built */
+    /* Meander (IPs are host indices) */
+    uint8_t m_scanned_subnet[N_SUB], m_scanned_ip[NH], m_exploited[NH], m_escalated[NH],
+        m_in_map[NH];
+    int8_t m_last_ip, m_last_host;
+
+    /* -- blue view ------------------------------------------------------------------------- */
+    uint8_t comp[NH];
+    uint8_t act[NH];
+    cage2_entries entries[NH];
+
+    int32_t t;              /* blue steps taken in this episode */
+    wfrl_rng rng;
+} wfrl_cage2;
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+static inline int cage2_has_priv(const wfrl_cage2 *e, int h)
+{
+    return e->n_priv[h] > 0 || h == H_U0; /* the foothold is SYSTEM and permanent */
+}
+
+static inline int cage2_n_sessions(const wfrl_cage2 *e, int h)
+{
+    return e->n_user_rm[h] + e->n_user_keep[h] + e->n_priv[h] + (h == H_U0);
+}
+
+static inline int cage2_popcount16(uint16_t x)
+{
+    int c = 0;
+    while (x) {
+        x &= (uint16_t)(x - 1);
+        ++c;
+    }
+    return c;
+}
+
+static inline void cage2_add_session(uint8_t *count)
+{
+    if (*count < 255) ++*count;
+}
+
+/* Listening ports of a host now: static services plus decoys. */
+static inline uint16_t cage2_ports_now(const wfrl_cage2 *e, int h)
+{
+    uint16_t p = cage2_hosts[h].ports;
+    for (int k = 0; k < N_DECOYS; ++k)
+        if (k != D_VSFTPD && (e->decoys[h] >> k & 1)) p |= (uint16_t)PB(cage2_decoy_port[k]);
+    if (e->n_vsftpd[h]) p |= (uint16_t)PB(P80);
+    return p;
+}
+
+static inline int cage2_conns_now(const wfrl_cage2 *e, int h)
+{
+    int n = cage2_hosts[h].n_conns + e->n_vsftpd[h];
+    for (int k = 0; k < N_DECOYS; ++k)
+        if (k != D_VSFTPD && (e->decoys[h] >> k & 1)) ++n;
+    return n;
+}
+
+/* User -> Operational traffic needs a red session on an Enterprise host (§1.1). */
+static inline int cage2_routable(const wfrl_cage2 *e, int h)
+{
+    if (cage2_hosts[h].subnet != SUB_OP) return 1;
+    return cage2_n_sessions(e, H_ENT0) + cage2_n_sessions(e, H_ENT1) + cage2_n_sessions(e, H_ENT2) > 0;
+}
+
+static inline void cage2_entry(wfrl_cage2 *e, int h, int count, int port_bit, int ephemeral,
+                               int r4444)
+{
+    cage2_entries *x = &e->entries[h];
+    x->n = (uint16_t)(x->n + count);
+    if (port_bit >= 0) x->ports |= (uint16_t)PB(port_bit);
+    x->n_ephemeral = (uint8_t)(x->n_ephemeral + ephemeral);
+    if (r4444) x->has4444 = 1;
+}
+
+/* ---- red actions (§4) ---------------------------------------------------------------------- */
+static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
+{
+    if (subnet == SUB_OP && !cage2_routable(e, H_OPS0)) return 0;
+    for (int i = 0; i < 5; ++i)
+        if (cage2_subnet_hosts[subnet][i] >= 0) e->known_ip[cage2_subnet_hosts[subnet][i]] = 1;
+    return 1;
+}
+
+/* Always "succeeds"; returns whether it produced host data (routable). */
+static inline int cage2_red_dns(wfrl_cage2 *e, int h)
+{
+    if (!cage2_routable(e, h)) return 0;
+    e->ports_mem[h] = cage2_ports_now(e, h);
+    e->ports_stored[h] = 1;
+    cage2_entries *x = &e->entries[h];
+    x->n = (uint16_t)(x->n + cage2_conns_now(e, h));
+    x->ports |= e->ports_mem[h];
+    return 1;
+}
+
+static inline int cage2_exploit_offered(uint16_t mem, int x)
+{
+    if (x == X_SQLI) return (mem & PB(P3390)) && (mem & (PB(P80) | PB(P443)));
+    return (mem >> cage2_exploit_port[x]) & 1;
+}
+
+static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
+{
+    if (!e->ports_stored[h]) return 0;
+    int cand[N_EXPLOITS], nc = 0;
+    for (int x = 0; x < N_EXPLOITS; ++x)
+        if (cage2_exploit_offered(e->ports_mem[h], x)) cand[nc++] = x;
+    if (nc == 0) return 0;
+    int x = cand[0];
+    if (nc > 1) {
+        /* Top weight with probability 0.75, otherwise uniform among the rest. */
+        const int other = cand[1 + (int)wfrl_rng_below(&e->rng, (uint32_t)(nc - 1))];
+        if (!(wfrl_rng_uniform(&e->rng) < 0.75)) x = other;
+    }
+    if (!cage2_routable(e, h)) return 0;
+    const int port = cage2_exploit_port[x];
+    int result = cage2_hosts[h].real[x];
+    int decoy = 0;
+    if (result == R_NONE) {
+        for (int k = 0; k < N_DECOYS; ++k) {
+            const int placed = (k == D_VSFTPD) ? e->n_vsftpd[h] > 0 : (e->decoys[h] >> k & 1);
+            if (placed && cage2_decoy_exploit[k] == x) decoy = 1;
+        }
+        if (!decoy) return 0; /* no process with that (type, port): silent failure */
+    }
+    if (x == X_SSH) {
+        cage2_entry(e, h, 10, port, 0, 0);
+        if (decoy || result == R_FAIL) return 0;
+        cage2_entry(e, h, 1, port, 0, 0);
+        cage2_add_session(&e->n_user_keep[h]); /* SSH sessions carry no PID: never removable */
+        e->known_host[h] = 1;
+        return 1;
+    }
+    cage2_entry(e, h, 1, port, 0, 0);            /* event A */
+    if (decoy) {
+        cage2_entry(e, h, 1, port, 0, 0);        /* event B */
+        return 0;
+    }
+    const int seen = wfrl_rng_uniform(&e->rng) < 0.95;
+    if (seen) cage2_entry(e, h, 1, -1, 1, 1);    /* event C: the 4444 callback */
+    if (result == R_PRIV) cage2_add_session(&e->n_priv[h]);
+    else if (seen) cage2_add_session(&e->n_user_rm[h]);
+    else cage2_add_session(&e->n_user_keep[h]);
+    e->malware[h] = 1;
+    e->known_host[h] = 1;
+    return 1;
+}
+
+static inline int cage2_red_escalate(wfrl_cage2 *e, int h)
+{
+    const int n_user = e->n_user_rm[h] + e->n_user_keep[h];
+    if (!cage2_has_priv(e, h)) {
+        if (n_user == 0) return 0;
+        /* Upgrade one of red's sessions on the host, chosen uniformly. */
+        if ((int)wfrl_rng_below(&e->rng, (uint32_t)n_user) < e->n_user_rm[h]) --e->n_user_rm[h];
+        else --e->n_user_keep[h];
+        cage2_add_session(&e->n_priv[h]);
+        e->malware[h] = 1;
+    }
+    /* Success: red explores the host. */
+    if (cage2_hosts[h].link >= 0) e->known_ip[cage2_hosts[h].link] = 1;
+    if (h == H_ENT0 || h == H_ENT1 || h == H_ENT2) e->known_subnet[SUB_ENT] = 1;
+    if (h == H_OPS0) {
+        e->known_subnet[SUB_OP] = 1;
+        e->ot_known = 1;
+    }
+    return 1;
+}
+
+static inline int cage2_red_impact(wfrl_cage2 *e, int h)
+{
+    if (cage2_n_sessions(e, h) == 0 || !e->ot_known) return 0;
+    if (h == H_OPS0 && e->ot_running && e->ot_pid_valid) e->ot_running = 0;
+    return 1;
+}
+
+/* ---- red decisions (§3) -------------------------------------------------------------------- */
+static inline cage2_red_action cage2_bline_stage_action(const wfrl_cage2 *e, int a)
+{
+    const int U = e->bl_user;
+    const int E = (U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0;
+    cage2_red_action r;
+    switch (a) {
+    case 0: r.type = RA_DRS; r.target = SUB_USER; break;
+    case 1: r.type = RA_DNS; r.target = (int8_t)U; break;
+    case 2: r.type = RA_EXPLOIT; r.target = (int8_t)U; break;
+    case 3: r.type = RA_ESCALATE; r.target = (int8_t)U; break;
+    case 4: r.type = RA_DNS; r.target = (int8_t)E; break;
+    case 5: r.type = RA_EXPLOIT; r.target = (int8_t)E; break;
+    case 6: r.type = RA_ESCALATE; r.target = (int8_t)E; break;
+    case 7: r.type = RA_DRS; r.target = SUB_ENT; break;
+    case 8: r.type = RA_DNS; r.target = H_ENT2; break;
+    case 9: r.type = RA_EXPLOIT; r.target = H_ENT2; break;
+    case 10: r.type = RA_ESCALATE; r.target = H_ENT2; break;
+    case 11: r.type = RA_DNS; r.target = H_OPS0; break;
+    case 12: r.type = RA_EXPLOIT; r.target = H_OPS0; break;
+    case 13: r.type = RA_ESCALATE; r.target = H_OPS0; break;
+    default: r.type = RA_IMPACT; r.target = H_OPS0; break;
+    }
+    return r;
+}
+
+static inline cage2_red_action cage2_bline_decide(wfrl_cage2 *e)
+{
+    int s = e->prev_success == 1;
+    int a = e->bl_stage;
+    for (;;) {
+        a = s ? (a < 14 ? a + 1 : 14) : cage2_bline_jump[a];
+        if (e->bl_cached >> a & 1) break;
+        if (a == 1) {
+            e->bl_user = (uint8_t)(H_U1 + wfrl_rng_below(&e->rng, 4)); /* U drawn once per episode */
+        } else if (a == 12 && !e->prev_has_data) {
+            /* The Op_Server0 scan saw nothing (no Enterprise session): restart at stage 0 with the
+             * same success flag, i.e. replay the stage-1 scan; stage 12 stays unbuilt. */
+            a = 0;
+            continue;
+        }
+        e->bl_cached = (uint16_t)(e->bl_cached | (1u << a));
+        break;
+    }
+    e->bl_stage = (uint8_t)a;
+    return cage2_bline_stage_action(e, a);
+}
+
+static inline void cage2_meander_unescalate_all(wfrl_cage2 *e, int want_op)
+{
+    for (int h = 0; h < NH; ++h) {
+        const int is_op = cage2_hosts[h].subnet == SUB_OP;
+        const int is_ent = h == H_ENT0 || h == H_ENT1 || h == H_ENT2;
+        if (e->m_escalated[h] && (want_op ? is_op : is_ent)) {
+            e->m_escalated[h] = 0;
+            e->m_exploited[h] = 0;
+        }
+    }
+}
+
+static inline void cage2_meander_bookkeeping(wfrl_cage2 *e)
+{
+    const int s = e->prev_success == 1;
+    if (e->m_last_ip >= 0) {
+        const int ip = e->m_last_ip;
+        if (s) {
+            e->m_in_map[ip] = 1;
+        } else {
+            /* Failed exploit: forget it, then forget every Operational conquest, or else every
+             * Enterprise one (bug B9's cascade). */
+            e->m_exploited[ip] = 0;
+            int any_op = 0, any_ent = 0;
+            for (int h = 0; h < NH; ++h) {
+                if (!e->m_escalated[h]) continue;
+                if (cage2_hosts[h].subnet == SUB_OP) any_op = 1;
+                if (h == H_ENT0 || h == H_ENT1 || h == H_ENT2) any_ent = 1;
+            }
+            if (any_op) cage2_meander_unescalate_all(e, 1);
+            else if (any_ent) cage2_meander_unescalate_all(e, 0);
+        }
+        e->m_last_ip = -1;
+    }
+    if (e->m_last_host >= 0) {
+        const int h = e->m_last_host;
+        if (!s) {
+            e->m_escalated[h] = 0;
+            if (e->m_in_map[h]) e->m_exploited[h] = 0;
+        }
+        e->m_last_host = -1;
+    }
+}
+
+/* Uniform choice among the hosts with flag[h] set; -1 if none. */
+static inline int cage2_pick(wfrl_cage2 *e, const uint8_t *ok)
+{
+    int n = 0;
+    for (int h = 0; h < NH; ++h) n += ok[h] != 0;
+    if (n == 0) return -1;
+    int k = (int)wfrl_rng_below(&e->rng, (uint32_t)n);
+    for (int h = 0; h < NH; ++h)
+        if (ok[h] && k-- == 0) return h;
+    return -1;
+}
+
+static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
+{
+    cage2_red_action r;
+    uint8_t ok[NH];
+    cage2_meander_bookkeeping(e);
+    if (e->m_escalated[H_OPS0]) {
+        e->m_last_host = H_OPS0;
+        r.type = RA_IMPACT; r.target = H_OPS0;
+        return r;
+    }
+    static const int order[N_SUB] = {SUB_ENT, SUB_OP, SUB_USER};
+    for (int i = 0; i < N_SUB; ++i) {
+        const int sn = order[i];
+        if (e->known_subnet[sn] && !e->m_scanned_subnet[sn]) {
+            e->m_scanned_subnet[sn] = 1;
+            r.type = RA_DRS; r.target = (int8_t)sn;
+            return r;
+        }
+    }
+    for (int h = 0; h < NH; ++h) ok[h] = e->known_ip[h] && !e->m_scanned_ip[h];
+    int h = cage2_pick(e, ok);
+    if (h >= 0) {
+        e->m_scanned_ip[h] = 1;
+        r.type = RA_DNS; r.target = (int8_t)h;
+        return r;
+    }
+    for (int k = 0; k < NH; ++k)
+        ok[k] = e->known_host[k] && !e->m_escalated[k] && (!e->m_in_map[k] || e->m_exploited[k]);
+    h = cage2_pick(e, ok);
+    if (h >= 0) {
+        e->m_escalated[h] = 1;
+        e->m_last_host = (int8_t)h;
+        r.type = RA_ESCALATE; r.target = (int8_t)h;
+        return r;
+    }
+    for (int k = 0; k < NH; ++k) ok[k] = e->known_ip[k] && !e->m_exploited[k];
+    h = cage2_pick(e, ok);
+    if (h >= 0) {
+        e->m_exploited[h] = 1;
+        e->m_last_ip = (int8_t)h;
+        r.type = RA_EXPLOIT; r.target = (int8_t)h;
+        return r;
+    }
+    r.type = RA_SLEEP; r.target = 0; /* CybORG raises here; never observed */
+    return r;
+}
+
+/* ---- blue actions (§2) --------------------------------------------------------------------- */
+static inline int cage2_decoy_placeable(const wfrl_cage2 *e, int h, int k)
+{
+    const int os = cage2_decoy_os[k];
+    if (os == 1 && !cage2_hosts[h].linux_os) return 0;
+    if (os == 2 && cage2_hosts[h].linux_os) return 0;
+    return !((cage2_ports_now(e, h) >> cage2_decoy_needs_free[k]) & 1);
+}
+
+static inline void cage2_restore(wfrl_cage2 *e, int h)
+{
+    e->n_user_rm[h] = e->n_user_keep[h] = e->n_priv[h] = 0; /* the User0 foothold is implicit */
+    e->malware[h] = 0;
+    e->decoys[h] = 0;
+    e->n_vsftpd[h] = 0;
+    if (h == H_OPS0) {
+        e->ot_running = 1;
+        e->ot_pid_valid = 0; /* bug B1: Impact never stops the service again this episode */
+    }
+}
+
+/* ---- episode ------------------------------------------------------------------------------- */
+static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
+{
+    memset(e, 0, sizeof(*e));
+    wfrl_rng_seed(&e->rng, seed);
+    e->red_kind = (uint8_t)red_kind;
+    e->ot_running = 1;
+    e->ot_pid_valid = 1;
+    e->known_ip[H_U0] = 1;
+    e->known_host[H_U0] = 1;
+    e->known_subnet[SUB_USER] = 1;
+    e->prev_success = 2;
+    e->m_last_ip = e->m_last_host = -1;
+}
+
+static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
+{
+    for (int h = 0; h < NH; ++h)
+        red_access[h] = cage2_has_priv(e, h) ? 2 : (cage2_n_sessions(e, h) > 0 ? 1 : 0);
+}
+
+static inline void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
+{
+    for (int h = 0; h < NH; ++h) {
+        const int a = e->act[h], c = e->comp[h];
+        obs[4 * h + 0] = a != ACT_NONE;
+        obs[4 * h + 1] = a == ACT_EXPLOIT;
+        obs[4 * h + 2] = c == COMP_UNKNOWN || c == COMP_PRIV;
+        obs[4 * h + 3] = c == COMP_USER || c == COMP_PRIV;
+    }
+}
+
+static inline int cage2_classify(const cage2_entries *x)
+{
+    const int np = cage2_popcount16(x->ports) + x->n_ephemeral;
+    if (x->n >= 3 && np >= 3) return ACT_SCAN;
+    if (x->has4444) return ACT_EXPLOIT;
+    if (x->n >= 3 && np == 1) return ACT_EXPLOIT;
+    if (x->first_decoy) return ACT_NONE;
+    return ACT_SCAN;
+}
+
+/* One blue step. Returns the reward in tenths (exact), writes obs[52] and red_access[13] (either
+ * may be NULL). Order inside a step (§7.5): blue, green (sleeps), red, reward, monitor, table. */
+static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
+{
+    memset(e->entries, 0, sizeof(e->entries));
+    int analysed = -1, cost10 = 0;
+
+    /* 1. blue */
+    if (action >= 2 && action < 2 + NH) {
+        analysed = action - 2;
+    } else if (action >= 15 && action < 15 + NH) {
+        e->n_user_rm[action - 15] = 0;
+    } else if (action >= 28 && action < 132) {
+        const int k = (action - 28) / NH, h = (action - 28) % NH;
+        if (cage2_decoy_placeable(e, h, k)) {
+            if (k == D_VSFTPD) {
+                if (e->n_vsftpd[h] < 255) ++e->n_vsftpd[h];
+            } else {
+                e->decoys[h] = (uint8_t)(e->decoys[h] | (1u << k));
+            }
+            e->entries[h].n = 1;
+            e->entries[h].first_decoy = 1;
+        }
+    } else if (action >= 132 && action < 132 + NH) {
+        cage2_restore(e, action - 132);
+        cost10 = 10;
+    }
+
+    /* 3. red */
+    cage2_red_action ra;
+    ra.type = RA_SLEEP;
+    ra.target = 0;
+    if (e->red_kind == RED_BLINE) ra = cage2_bline_decide(e);
+    else if (e->red_kind == RED_MEANDER) ra = cage2_meander_decide(e);
+    int ok = 1, data = 0;
+    switch (ra.type) {
+    case RA_DRS: ok = cage2_red_drs(e, ra.target); break;
+    case RA_DNS: data = cage2_red_dns(e, ra.target); ok = 1; break;
+    case RA_EXPLOIT: ok = cage2_red_exploit(e, ra.target); break;
+    case RA_ESCALATE: ok = cage2_red_escalate(e, ra.target); break;
+    case RA_IMPACT: ok = cage2_red_impact(e, ra.target); break;
+    default: break;
+    }
+    e->prev_success = (uint8_t)ok;
+    e->prev_has_data = (uint8_t)data;
+
+    /* 4. reward from the true state */
+    int r10 = e->ot_running ? 0 : -100;
+    for (int h = 0; h < NH; ++h)
+        if (cage2_has_priv(e, h)) r10 -= cage2_hosts[h].conf10;
+    r10 -= cost10;
+
+    /* 5-6. monitor and blue table */
+    if (action >= 132 && action < 132 + NH) {
+        e->comp[action - 132] = COMP_NO;
+    } else if (action >= 15 && action < 15 + NH) {
+        if (e->comp[action - 15] != COMP_NO) e->comp[action - 15] = COMP_UNKNOWN;
+    }
+    for (int h = 0; h < NH; ++h) {
+        e->act[h] = e->entries[h].n ? (uint8_t)cage2_classify(&e->entries[h]) : ACT_NONE;
+        if (e->act[h] == ACT_EXPLOIT) e->comp[h] = COMP_USER;
+    }
+    if (analysed >= 0 && e->malware[analysed]) e->comp[analysed] = COMP_PRIV;
+
+    ++e->t;
+    if (obs) wfrl_cage2_obs(e, obs);
+    if (red_access) wfrl_cage2_red_access(e, red_access);
+    return r10;
+}
+
+/* Step n envs with actions[i]; writes obs [n, 52], reward [n], done [n] (1 on an episode's
+ * EP_LEN-th step) and red_access [n, 13]. Envs are not reset here: the caller resets a done env
+ * (wfrl_cage2_reset) with the seed of its next episode, so episode seeds stay explicit. */
+static inline void wfrl_cage2_step_batch(wfrl_cage2 *envs, int64_t n, const int32_t *actions,
+                                         float *obs, float *reward, uint8_t *done,
+                                         uint8_t *red_access)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        wfrl_cage2 *e = &envs[i];
+        const int r10 = wfrl_cage2_step(e, actions[i], obs + i * WFRL_OBS_DIM,
+                                        red_access + i * NH);
+        reward[i] = (float)r10 / 10.0f;
+        done[i] = e->t >= WFRL_EP_LEN;
+    }
+}
+
+#endif

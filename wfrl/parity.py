@@ -1,0 +1,150 @@
+"""Parity between the compiled simulator and the real CybORG under the same blue policies.
+
+Built-in blue policies (pure functions of the observation, the step and the policy's own RNG, so
+they behave identically on both backends):
+
+    sleep          always Sleep.
+    random         uniform over the 145 actions.
+    react-restore  Restore the lowest-index host whose observation shows it compromised
+                   (User or Privileged); otherwise Sleep.
+    react-remove   Remove the lowest-index host whose activity this step is Exploit; otherwise Sleep.
+    decoy          every step a decoy action, 28 + (37·t mod 104): all 8 kinds on all 13 hosts,
+                   placeable or not, Vsftpd stacks included.
+
+Equivalence of mean returns is a two-one-sided-tests (TOST) procedure at α = 0.05 with margin
+max(5, 3 % of |CybORG mean|, 0.15 × CybORG standard deviation).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM
+from wfrl.errors import UserError
+
+BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy")
+Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile
+
+
+def blue_action(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator) -> int:
+    if policy == "sleep":
+        return 0
+    if policy == "random":
+        return int(rng.integers(N_ACTIONS))
+    if policy == "react-restore":
+        comp = obs[3::4]  # second compromised bit: User or Privileged
+        hosts = np.flatnonzero(comp)
+        return 132 + int(hosts[0]) if len(hosts) else 0
+    if policy == "react-remove":
+        exploit = obs[1::4]
+        hosts = np.flatnonzero(exploit)
+        return 15 + int(hosts[0]) if len(hosts) else 0
+    if policy == "decoy":
+        return 28 + (37 * t) % 104
+    raise UserError(f"unknown blue policy {policy!r} (choose from {', '.join(BLUE_POLICIES)})")
+
+
+def check_blue_policy(name: str) -> str:
+    if name not in BLUE_POLICIES:
+        raise UserError(f"unknown blue policy {name!r} (choose from {', '.join(BLUE_POLICIES)})")
+    return name
+
+
+@dataclass
+class EpisodeRecords:
+    """Per-episode statistics of a batch of episodes on one backend."""
+
+    returns: np.ndarray          # float64 [n]
+    first_impact: np.ndarray     # int [n], step index of the first −10 (EP_LEN if none)
+    access_freq: np.ndarray      # float64 [n, 13, 3]: fraction of steps with red_access == level
+    obs_freq: np.ndarray         # float64 [n, 52]: fraction of steps each observation bit is 1
+    rewards: np.ndarray          # float32 [n, 100]
+    obs: np.ndarray              # uint8 [n, 100, 52]
+
+    @property
+    def n(self):
+        return len(self.returns)
+
+
+def run_episodes(backend, policy: str, n: int, seed: int) -> EpisodeRecords:
+    """n episodes of `policy` on `backend`; episode i uses env seed (seed, i)."""
+    check_blue_policy(policy)
+    rewards = np.zeros((n, EP_LEN), np.float32)
+    obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
+    access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
+    for i in range(n):
+        ss = np.random.SeedSequence([seed, i]).generate_state(2, dtype=np.uint64)
+        backend.seed(int(ss[0]))
+        rng = np.random.default_rng(int(ss[1]))
+        obs, _ = backend.reset()
+        for t in range(EP_LEN):
+            a = blue_action(policy, obs, t, rng)
+            obs, r, ra = backend.step(a)
+            rewards[i, t] = r
+            obs_all[i, t] = obs
+            access[i, t] = ra
+    impacted = rewards <= -10.0  # only a stopped OTService costs 10 or more in one step
+    first = np.where(impacted.any(axis=1), impacted.argmax(axis=1), EP_LEN)
+    freq = np.stack([(access == lvl).mean(axis=1) for lvl in range(3)], axis=-1)
+    return EpisodeRecords(returns=rewards.astype(np.float64).sum(axis=1), first_impact=first,
+                          access_freq=freq, obs_freq=obs_all.mean(axis=1), rewards=rewards,
+                          obs=obs_all)
+
+
+def mean_se(x) -> dict:
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    return {"mean": float(x.mean()), "se": float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+            "n": n}
+
+
+def equivalence_margin(cyborg_returns) -> float:
+    x = np.asarray(cyborg_returns, dtype=np.float64)
+    return max(5.0, 0.03 * abs(float(x.mean())), 0.15 * float(x.std(ddof=1)))
+
+
+def tost(sim_returns, cyborg_returns, alpha: float = 0.05) -> dict:
+    """Two one-sided tests (normal approximation, Welch standard error) of |μ_sim − μ_cyborg| < δ."""
+    s, c = mean_se(sim_returns), mean_se(cyborg_returns)
+    diff = s["mean"] - c["mean"]
+    se = math.sqrt(s["se"] ** 2 + c["se"] ** 2)
+    margin = equivalence_margin(cyborg_returns)
+    z = Z_95 if alpha == 0.05 else _normal_quantile(1 - alpha)
+    if se == 0:
+        equivalent = abs(diff) < margin
+        p = 0.0 if equivalent else 1.0
+    else:
+        p_low = 1 - _normal_cdf((diff + margin) / se)
+        p_high = 1 - _normal_cdf((margin - diff) / se)
+        p = max(p_low, p_high)
+        equivalent = (diff + margin) / se > z and (margin - diff) / se > z
+    return {"sim": s, "cyborg": c, "diff": diff, "diff_se": se, "margin": margin, "p": p,
+            "equivalent": bool(equivalent)}
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+def _normal_quantile(p: float) -> float:
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _normal_cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def parity(red_agent: str, policy: str, episodes: int, sim_episodes: int | None = None,
+           seed: int = 0) -> dict:
+    """Run `policy` on both backends; returns the TOST result (keys sim, cyborg, diff, equivalent…)."""
+    from wfrl.envs import make_backend
+    check_blue_policy(policy)
+    cy = make_backend("cyborg", red_agent)
+    sim = make_backend("sim", red_agent)
+    rc = run_episodes(cy, policy, episodes, seed)
+    rs = run_episodes(sim, policy, sim_episodes or max(episodes, 1000), seed + 1)
+    out = tost(rs.returns, rc.returns)
+    out.update({"red_agent": red_agent, "blue": policy})
+    return out

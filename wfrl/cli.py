@@ -32,8 +32,8 @@ def _add_train(sub):
     from wfrl.ppo.learner import PPOConfig
     d = PPOConfig()
     p = sub.add_parser("train", help="train an order-conditioned PPO blue agent on one workflow")
-    p.add_argument("--backend", default="cyborg", metavar="|".join(BACKENDS),
-                   help="environment backend (default: cyborg)")
+    p.add_argument("--backend", default="sim", metavar="|".join(BACKENDS),
+                   help="environment backend: sim (compiled CAGE2, default) or cyborg (real CybORG)")
     p.add_argument("--collector", default="sequential", metavar="|".join(COLLECTORS),
                    help="experience collector (default: sequential)")
     p.add_argument("--workflow", default="balanced",
@@ -68,7 +68,7 @@ def _add_eval(sub):
     from wfrl.envs.base import BACKENDS, RED_AGENTS
     p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy)")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--backend", default="cyborg", metavar="|".join(BACKENDS))
+    p.add_argument("--backend", default="sim", metavar="|".join(BACKENDS))
     p.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
     p.add_argument("--episodes", type=_int, default=100)
     p.add_argument("--seed", type=int, default=12345)
@@ -79,11 +79,26 @@ def _add_eval(sub):
                         "and the same under 'sampling'")
 
 
+def _add_parity(sub):
+    from wfrl.parity import BLUE_POLICIES
+    p = sub.add_parser("parity", help="compare the compiled simulator with the real CybORG")
+    p.add_argument("--red-agent", default="B_lineAgent", metavar="B_lineAgent|RedMeanderAgent")
+    p.add_argument("--blue", default="sleep", metavar="|".join(BLUE_POLICIES),
+                   help="built-in blue policy played on both backends (default: sleep)")
+    p.add_argument("--episodes", type=_int, default=300, help="CybORG episodes (default: 300)")
+    p.add_argument("--sim-episodes", type=_int, default=None,
+                   help="simulator episodes (default: max(episodes, 3000))")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: sim, cyborg ({mean, se, n}), diff, equivalent")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wfrl", description="workflow-conditioned PPO for CAGE Challenge 2")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_train(sub)
     _add_eval(sub)
+    _add_parity(sub)
     return parser
 
 
@@ -125,10 +140,32 @@ def _cmd_eval(a) -> int:
     return 0
 
 
+def _cmd_parity(a) -> int:
+    from wfrl.envs.base import check_red_agent
+    from wfrl.parity import check_blue_policy, parity
+    check_red_agent(a.red_agent)
+    check_blue_policy(a.blue)
+    if a.episodes < 2 or (a.sim_episodes is not None and a.sim_episodes < 2):
+        raise UserError("--episodes and --sim-episodes must be at least 2")
+    res = parity(a.red_agent, a.blue, a.episodes, a.sim_episodes or max(a.episodes, 3000), a.seed)
+    if a.json:
+        print(json.dumps({k: res[k] for k in ("sim", "cyborg", "diff", "equivalent", "margin",
+                                              "diff_se", "p", "red_agent", "blue")}))
+    else:
+        s, c = res["sim"], res["cyborg"]
+        print(f"{a.blue} blue vs {a.red_agent}, mean 100-step return ± s.e.")
+        print(f"  sim     {s['mean']:9.2f} ± {s['se']:.2f} (n={s['n']})")
+        print(f"  cyborg  {c['mean']:9.2f} ± {c['se']:.2f} (n={c['n']})")
+        print(f"  diff    {res['diff']:+9.2f} ± {res['diff_se']:.2f}; margin ±{res['margin']:.2f}")
+        verdict = "equivalent" if res["equivalent"] else "NOT shown equivalent"
+        print(f"  TOST (alpha 0.05): {verdict} (p = {res['p']:.3g})")
+    return 0
+
+
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return {"train": _cmd_train, "eval": _cmd_eval}[args.command](args)
+        return {"train": _cmd_train, "eval": _cmd_eval, "parity": _cmd_parity}[args.command](args)
     except UserError as exc:
         print(f"wfrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

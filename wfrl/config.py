@@ -20,8 +20,8 @@ def _positive(name: str, value) -> None:
 class TrainConfig:
     workflow: str = "balanced"
     """Priority order of the unit types (comma or arrow separated) or a canonical name."""
-    backend: str = "cyborg"
-    """Environment backend: cyborg (real CybORG)."""
+    backend: str = "sim"
+    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
     collector: str = "sequential"
     """How experience is collected: sequential."""
     red_agent: str = "B_lineAgent"
@@ -85,7 +85,7 @@ class TrainConfig:
 class EvalConfig:
     checkpoint: str
     """Checkpoint written by `wfrl train`."""
-    backend: str = "cyborg"
+    backend: str = "sim"
     """Environment backend to evaluate on."""
     red_agent: str = "B_lineAgent"
     """Red attacker."""

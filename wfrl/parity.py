@@ -68,14 +68,14 @@ class EpisodeRecords:
         return len(self.returns)
 
 
-def run_episodes(backend, policy: str, n: int, seed: int) -> EpisodeRecords:
-    """n episodes of `policy` on `backend`; episode i uses env seed (seed, i)."""
+def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0) -> EpisodeRecords:
+    """n episodes of `policy` on `backend`; episode i (from `start`) uses seeds from (seed, i)."""
     check_blue_policy(policy)
     rewards = np.zeros((n, EP_LEN), np.float32)
     obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
     access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
     for i in range(n):
-        ss = np.random.SeedSequence([seed, i]).generate_state(2, dtype=np.uint64)
+        ss = np.random.SeedSequence([seed, start + i]).generate_state(2, dtype=np.uint64)
         backend.seed(int(ss[0]))
         rng = np.random.default_rng(int(ss[1]))
         obs, _ = backend.reset()
@@ -91,6 +91,11 @@ def run_episodes(backend, policy: str, n: int, seed: int) -> EpisodeRecords:
     return EpisodeRecords(returns=rewards.astype(np.float64).sum(axis=1), first_impact=first,
                           access_freq=freq, obs_freq=obs_all.mean(axis=1), rewards=rewards,
                           obs=obs_all)
+
+
+def concat_records(parts) -> EpisodeRecords:
+    return EpisodeRecords(*(np.concatenate([getattr(p, f) for p in parts])
+                            for f in EpisodeRecords.__dataclass_fields__))
 
 
 def mean_se(x) -> dict:

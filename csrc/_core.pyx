@@ -170,6 +170,7 @@ cdef extern from "wfrl_cage2.h" nogil:
     void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
     void wfrl_cage2_step_batch(wfrl_cage2 *envs, int64_t n, const int32_t *actions, float *obs,
                                float *reward, uint8_t *done, uint8_t *red_access)
+    int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, uint64_t seed)
 
 import numpy as np
 
@@ -254,6 +255,15 @@ cdef class Cage2Sim:
         with nogil:
             wfrl_cage2_step_batch(self.envs, self.n, &actions[0], &obs[0, 0], &reward[0], &done[0],
                                   &red_access[0, 0])
+
+    def random_rollout(self, Py_ssize_t i, int64_t n_steps, uint64_t seed):
+        """Step env i n_steps times with uniform random actions in C (new episode every 100 steps);
+        returns the summed reward. For measuring the simulator's own per-step cost."""
+        cdef wfrl_cage2 *e = self._env(i)
+        cdef int64_t total
+        with nogil:
+            total = wfrl_cage2_random_rollout(e, n_steps, seed)
+        return total / 10.0
 
     def steps_taken(self, Py_ssize_t i):
         return self._env(i).t

@@ -619,4 +619,22 @@ static inline void wfrl_cage2_step_batch(wfrl_cage2 *envs, int64_t n, const int3
     }
 }
 
+/* Step one env for n_steps with uniform random blue actions drawn from its own stream `seed`,
+ * starting a new episode every EP_LEN steps. Returns the summed reward in tenths. The C-side loop
+ * measures the simulator's own per-step cost (bench/) with no Python call in between. */
+static inline int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, uint64_t seed)
+{
+    wfrl_rng policy;
+    wfrl_rng_seed(&policy, seed);
+    float obs[WFRL_OBS_DIM];
+    uint8_t access[NH];
+    int64_t total = 0;
+    const int red = e->red_kind;
+    for (int64_t i = 0; i < n_steps; ++i) {
+        if (e->t >= WFRL_EP_LEN) wfrl_cage2_reset(e, wfrl_rng_next(&policy), red);
+        total += wfrl_cage2_step(e, (int)wfrl_rng_below(&policy, WFRL_N_ACTIONS), obs, access);
+    }
+    return total;
+}
+
 #endif

@@ -14,16 +14,30 @@ from multiprocessing import get_context
 import numpy as np
 import pytest
 
-from wfrl.parity import BLUE_POLICIES, concat_records, run_episodes, tost
+from wfrl.parity import BLUE_POLICIES, concat_records, run_episodes, run_sim_episodes, tost
 
 pytestmark = pytest.mark.cyborg
 
 REDS = ("B_lineAgent", "RedMeanderAgent")
 # CybORG episodes per pair (≥ 300); the high-variance policies get more for power.
-N_CYBORG = {"sleep": 300, "react-restore": 300, "random": 400, "react-remove": 400, "decoy": 400}
-N_SIM = 3000
+# (A pair whose margin is 0.15 sd needs ~800 for the test to have ~99 % power at equal means.)
+N_CYBORG = {"sleep": 300, "react-restore": 400, "random": 800, "react-remove": 800, "decoy": 800}
+N_SIM = 10000
 SEED_CYBORG, SEED_SIM = 20261126, 7
 CHUNK = 50
+
+
+def test_scalar_and_batched_blue_policies_agree():
+    from wfrl.parity import blue_action, blue_actions
+    obs = (np.random.default_rng(0).random((200, 52)) < 0.1).astype(np.float32)
+    obs[:20] = 0
+    for pol in BLUE_POLICIES:
+        if pol == "random":
+            continue
+        for t in (0, 5, 99):
+            batch = blue_actions(pol, obs, t, np.random.default_rng(1))
+            single = [blue_action(pol, o, t, np.random.default_rng(1)) for o in obs]
+            assert batch.tolist() == single, pol
 
 
 def _cyborg_chunk(red, policy, start, n):
@@ -33,13 +47,12 @@ def _cyborg_chunk(red, policy, start, n):
 
 @pytest.fixture(scope="module")
 def records():
-    from wfrl.envs import make_backend
     tasks = [(red, pol, s, min(CHUNK, N_CYBORG[pol] - s))
              for red in REDS for pol in BLUE_POLICIES for s in range(0, N_CYBORG[pol], CHUNK)]
     parts = collections.defaultdict(list)
     with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(_cyborg_chunk, *t) for t in tasks]
-        sim = {(red, pol): run_episodes(make_backend("sim", red), pol, N_SIM, SEED_SIM)
+        sim = {(red, pol): run_sim_episodes(red, pol, N_SIM, SEED_SIM)
                for red in REDS for pol in BLUE_POLICIES}
         for f in futures:
             red, pol, rec = f.result()

@@ -1,0 +1,124 @@
+"""Per-step cost of the compiled CAGE2 against real CybORG under the same uniform-random blue.
+
+    .venv/bin/python -m pytest bench/test_bench_sim.py --benchmark-columns=median,mean,rounds
+
+Three figures, measured in one run (one core each: the calls below are single-threaded):
+  * CybORG: ChallengeWrapper.step, 100-step episodes;
+  * simulator, single env: one env stepped in the C loop (no Python between steps), and, for
+    reference, the same through the Python per-step call;
+  * simulator, batched: Cage2Sim.step_batch over 4096 envs.
+test_speed_targets interleaves them and fails below 2,000× (single env) or 1,000,000 env-steps/s
+(batched).
+"""
+import copy
+import random
+import time
+
+import numpy as np
+import pytest
+
+from wfrl._core import Cage2Sim
+
+N_BATCH = 4096
+SINGLE_STEPS = 200_000
+
+
+class CybORGRandom:
+    def __init__(self):
+        from wfrl.envs.cyborg import _load
+        Main, ChallengeWrapper, scenario, agents = _load()
+        random.seed(0)
+        self.env = ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
+                                             agents={"Red": agents["B_lineAgent"]}),
+                                    agent_name="Blue", max_steps=100)
+        self.rng = random.Random(1)
+
+    def episode(self):
+        self.env.reset()
+        for _ in range(100):
+            self.env.step(self.rng.randrange(145))
+
+
+class BatchedSim:
+    def __init__(self, n=N_BATCH):
+        self.sim = Cage2Sim(n, "B_lineAgent")
+        self.obs = np.zeros((n, 52), np.float32)
+        self.ra = np.zeros((n, 13), np.uint8)
+        self.rew = np.zeros(n, np.float32)
+        self.done = np.zeros(n, np.uint8)
+        self.actions = np.random.default_rng(0).integers(0, 145, (100, n)).astype(np.int32)
+        self.seeds = np.arange(n, dtype=np.uint64)
+
+    def episode(self):
+        """One 100-step episode of every env: n × 100 env-steps."""
+        self.sim.reset_batch(self.seeds, self.obs, self.ra)
+        for t in range(100):
+            self.sim.step_batch(self.actions[t], self.obs, self.rew, self.done, self.ra)
+        self.seeds += np.uint64(len(self.seeds))
+
+
+def test_cyborg_episode(benchmark):
+    pytest.importorskip("csle_cyborg")
+    benchmark.group = "cage2-per-step"
+    benchmark.pedantic(CybORGRandom().episode, rounds=10, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["env_steps_per_round"] = 100
+
+
+def test_sim_single_env_c_loop(benchmark):
+    sim = Cage2Sim(1, "B_lineAgent")
+    benchmark.group = "cage2-per-step"
+    benchmark.pedantic(sim.random_rollout, args=(0, SINGLE_STEPS, 1), rounds=10, iterations=1,
+                       warmup_rounds=1)
+    benchmark.extra_info["env_steps_per_round"] = SINGLE_STEPS
+
+
+def test_sim_single_env_python_call(benchmark):
+    sim = Cage2Sim(1, "B_lineAgent")
+    actions = np.random.default_rng(0).integers(0, 145, 100).tolist()
+
+    def episode():
+        sim.reset(0, 1)
+        for a in actions:
+            sim.step(0, a)
+
+    benchmark.group = "cage2-per-step"
+    benchmark.pedantic(episode, rounds=200, iterations=1, warmup_rounds=5)
+    benchmark.extra_info["env_steps_per_round"] = 100
+
+
+def test_sim_batched(benchmark):
+    b = BatchedSim()
+    benchmark.group = "cage2-per-step"
+    benchmark.pedantic(b.episode, rounds=10, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["env_steps_per_round"] = 100 * N_BATCH
+
+
+def test_speed_targets(benchmark):
+    pytest.importorskip("csle_cyborg")
+    cy, single, batched = CybORGRandom(), Cage2Sim(1, "B_lineAgent"), BatchedSim()
+    per_step = {"cyborg": [], "single": [], "batched": []}
+
+    def one_round():
+        t = time.perf_counter()
+        cy.episode()
+        per_step["cyborg"].append((time.perf_counter() - t) / 100)
+        t = time.perf_counter()
+        single.random_rollout(0, SINGLE_STEPS, 7)
+        per_step["single"].append((time.perf_counter() - t) / SINGLE_STEPS)
+        t = time.perf_counter()
+        batched.episode()
+        per_step["batched"].append((time.perf_counter() - t) / (100 * N_BATCH))
+
+    benchmark.group = "cage2-targets"
+    benchmark.pedantic(one_round, rounds=8, iterations=1, warmup_rounds=1)
+    med = {k: float(np.median(v[1:])) for k, v in per_step.items()}
+    speedup = med["cyborg"] / med["single"]
+    batched_rate = 1.0 / med["batched"]
+    benchmark.extra_info.update({
+        "cyborg_us_per_step": med["cyborg"] * 1e6, "sim_single_ns_per_step": med["single"] * 1e9,
+        "sim_batched_ns_per_step": med["batched"] * 1e9, "single_env_speedup": speedup,
+        "batched_env_steps_per_s": batched_rate})
+    print(f"\nCybORG {med['cyborg'] * 1e6:.0f} us/step; sim single env {med['single'] * 1e9:.0f} "
+          f"ns/step ({speedup:,.0f}x); sim batched {batched_rate:,.0f} env-steps/s")
+    assert speedup >= 2000
+    assert batched_rate >= 1_000_000

@@ -119,6 +119,9 @@ def test_training_stops_early_on_compliance(tmp_path):
     (["train", "--compliance-threshold", "-0.1"], "--compliance-threshold must lie in [0, 1]"),
     (["train", "--no-such-flag"], "unrecognized arguments"),
     (["eval"], "--checkpoint"),
+    (["parity", "--blue", "nap"], "unknown blue policy"),
+    (["parity", "--red-agent", "EvilAgent"], "unknown red agent"),
+    (["parity", "--episodes", "1"], "at least 2"),
     (["eval", "--checkpoint", "/nonexistent/ck.pt"], "does not exist"),
     (["eval", "--checkpoint", "x.pt", "--episodes", "0"], "--episodes must be positive"),
     ([], "required"),
@@ -170,6 +173,28 @@ def test_missing_cyborg_extra_is_a_clear_error(tmp_path):
     res = wfrl("train", "--backend", "cyborg", "--out", tmp_path / "o", code=hide)
     _assert_user_error(res, "[cyborg] extra")
     assert not (tmp_path / "o" / "experiment_config.json").exists()
+
+
+@pytest.mark.cyborg
+def test_parity_json():
+    res = wfrl("parity", "--red-agent", "B_lineAgent", "--blue", "sleep", "--episodes", 12,
+               "--sim-episodes", 500, "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert d["sim"]["n"] == 500 and d["cyborg"]["n"] == 12
+    assert abs(d["diff"] - (d["sim"]["mean"] - d["cyborg"]["mean"])) < 1e-9
+    assert -1200 < d["cyborg"]["mean"] < -1000 and isinstance(d["equivalent"], bool)
+    text = wfrl("parity", "--blue", "react-restore", "--episodes", 4, "--sim-episodes", 100)
+    assert text.returncode == 0 and "TOST" in text.stdout
+
+
+def test_train_on_the_simulator_by_default(tmp_path):
+    res = wfrl("train", "--total-episodes", 40, "--episodes-per-update", 20, "--out", tmp_path)
+    assert res.returncode == 0, res.stderr
+    cfg = json.loads((tmp_path / "experiment_config.json").read_text())
+    assert cfg["backend"] == "sim"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["episodes"] == 40
 
 
 def test_help_works():

@@ -1,5 +1,6 @@
 """Cost of one CybORG episode: bare stepping vs wfrl's sequential collector with the policy in
-the loop (backend adapter, RNG isolation, red_access read, numpy policy, compliance, buffer).
+the loop (backend adapter, RNG isolation, red_access read, and the compiled per-step actor: policy
+forward, sampling, compliance, buffer writes).
 
     .venv/bin/python -m pytest bench/test_bench_cyborg.py --benchmark-columns=median,mean,stddev,rounds
 
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-from wfrl.collect.sequential import run_episode
+from wfrl.collect.sequential import make_policy, run_episodes
 from wfrl.envs.cyborg import CybORGBackend, _load
-from wfrl.ppo.policy import ActorCritic, NumpyPolicy
+from wfrl.ppo.policy import ActorCritic
 from wfrl.workflow import Workflow
 
 pytestmark = pytest.mark.cyborg
@@ -48,14 +49,14 @@ class Collector:
         import torch
         torch.manual_seed(0)
         self.backend = CybORGBackend(red, seed=0)
-        self.policy = NumpyPolicy(ActorCritic(64).flat_weights(), 64)
+        self.policy = make_policy(ActorCritic(64).flat_weights(), 64, Workflow.parse("balanced"),
+                                  1.0)
         self.buffer = compiled_buffer(allocate_trajectory(1, 100))
-        self.wf = Workflow.parse("balanced")
         self.i = 0
 
     def episode(self):
         self.buffer.clear()
-        run_episode(self.backend, self.policy, self.wf, self.buffer, 0, self.i, 0, 1.0)
+        run_episodes(self.backend, self.policy, [self.i], 0, self.buffer)
         self.i += 1
 
 

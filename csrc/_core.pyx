@@ -270,3 +270,194 @@ cdef class Cage2Sim:
 
     def ot_running(self, Py_ssize_t i):
         return bool(self._env(i).ot_running)
+
+
+# ------------------------------------------------------------------------------------------
+# Policy forward pass, compliance and the rollout loop (csrc/wfrl_mlp.h, wfrl_compliance.h,
+# wfrl_rollout.h)
+
+cdef extern from "wfrl_rollout.h" nogil:
+    int WFRL_IN_DIM
+    int WFRL_MAX_HIDDEN
+    ctypedef struct wfrl_workflow:
+        uint8_t rank[5]
+        uint8_t count_foothold
+        float lam
+    ctypedef struct wfrl_compliance:
+        int32_t fixes
+        int32_t compliant
+    ctypedef struct wfrl_policy:
+        const float *weights
+        int hidden
+        int greedy
+        const float *cond
+        wfrl_workflow wf
+    ctypedef struct wfrl_episode_stats:
+        float env_return
+        float alignment
+        float compliance
+        int32_t fixes
+        int32_t compliant
+    ctypedef struct wfrl_actor:
+        wfrl_compliance comp
+    int WFRL_ACTOR_SCRATCH(int H)
+    int64_t wfrl_mlp_n_params(int64_t H)
+    void wfrl_mlp_pack(const float *flat, int H, float *packed)
+    void wfrl_mlp_forward(const float *packed, int H, const float *x, float *logits, float *value,
+                          float *scratch)
+    double wfrl_compliance_rate(const wfrl_compliance *c)
+    float wfrl_compliance_finish(const wfrl_compliance *c, const wfrl_workflow *w)
+    void wfrl_actor_begin(wfrl_actor *a, const wfrl_policy *p, uint64_t act_seed, float *scratch)
+    int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, const float *obs,
+                       const uint8_t *red_access, float *logp, float *value, float *bonus)
+    void wfrl_rollout_sim_episode(wfrl_cage2 *e, uint64_t env_seed, uint64_t act_seed,
+                                  const wfrl_policy *p, const wfrl_traj *buf, int64_t row,
+                                  float *scratch, wfrl_episode_stats *st)
+
+IN_DIM = WFRL_IN_DIM
+
+
+def mlp_n_params(int hidden):
+    return wfrl_mlp_n_params(hidden)
+
+
+def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
+    """Actor-critic forward in C for a batch x [n, 77] → (logits [n, 145], values [n])."""
+    _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
+    _need(weights.shape[0] == wfrl_mlp_n_params(hidden),
+          f"weights must have {wfrl_mlp_n_params(hidden)} floats for hidden={hidden}")
+    _need(x.shape[1] == WFRL_IN_DIM, f"x must have {WFRL_IN_DIM} columns")
+    cdef Py_ssize_t n = x.shape[0], i
+    packed = np.empty(weights.shape[0], np.float32)
+    cdef float[::1] pv = packed
+    wfrl_mlp_pack(&weights[0], hidden, &pv[0])
+    logits = np.empty((n, WFRL_N_ACTIONS), np.float32)
+    values = np.empty(n, np.float32)
+    scratch = np.empty(2 * hidden, np.float32)
+    cdef float[:, ::1] lv = logits
+    cdef float[::1] vv = values, sv = scratch
+    with nogil:
+        for i in range(n):
+            wfrl_mlp_forward(&pv[0], hidden, &x[i, 0], &lv[i, 0], &vv[i], &sv[0])
+    return logits, values
+
+
+cdef class Policy:
+    """A policy as the rollout loop sees it: the actor-critic weights (packed once here from the
+    flat array; call refresh() after new weights were written into that array), the workflow
+    conditioning and compliance settings, greedy or sampling.
+
+    weights: float32[n_params(hidden)]; cond: float32[25]; rank: the priority position of each
+    unit type (Workflow.rank); lam: alignment λ."""
+    cdef wfrl_policy p
+    cdef readonly object weights, cond
+    cdef object _packed
+
+    def __cinit__(self, weights, int hidden, cond, rank, float lam, bint count_foothold=False,
+                  bint greedy=False):
+        cdef const float[::1] wv = weights
+        cdef const float[::1] cv = cond
+        _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
+        _need(wv.shape[0] == wfrl_mlp_n_params(hidden),
+              f"weights must have {wfrl_mlp_n_params(hidden)} floats for hidden={hidden}")
+        _need(cv.shape[0] == WFRL_COND_DIM, f"cond must have {WFRL_COND_DIM} floats")
+        _need(sorted(rank) == list(range(5)), "rank must be a permutation of 0..4")
+        self.weights = weights
+        self.cond = cond
+        self._packed = np.empty(wv.shape[0], np.float32)
+        cdef float[::1] pv = self._packed
+        self.p.weights = &pv[0]
+        self.p.hidden = hidden
+        self.p.greedy = greedy
+        self.p.cond = &cv[0]
+        for k in range(5):
+            self.p.wf.rank[k] = rank[k]
+        self.p.wf.count_foothold = count_foothold
+        self.p.wf.lam = lam
+        self.refresh()
+
+    def refresh(self):
+        """Re-pack the weights from the flat array (after a new version was published into it)."""
+        cdef const float[::1] wv = self.weights
+        cdef float[::1] pv = self._packed
+        wfrl_mlp_pack(&wv[0], self.p.hidden, &pv[0])
+
+    @property
+    def hidden(self):
+        return self.p.hidden
+
+
+cdef class Actor:
+    """Per-step policy for envs stepped from Python (CybORG): forward, sampling and compliance in
+    C, one call per step. Call begin(act_seed) at the start of every episode."""
+    cdef wfrl_actor a
+    cdef readonly Policy policy
+    cdef object _scratch
+
+    def __cinit__(self, Policy policy):
+        self.policy = policy
+        self._scratch = np.zeros(WFRL_ACTOR_SCRATCH(policy.p.hidden), np.float32)
+        self.begin(0)
+
+    def begin(self, uint64_t act_seed):
+        cdef float[::1] s = self._scratch
+        wfrl_actor_begin(&self.a, &self.policy.p, act_seed, &s[0])
+
+    def act(self, const float[::1] obs, const uint8_t[::1] red_access):
+        """→ (action, logprob, value, alignment bonus) for obs[52] and red's access when acting."""
+        _need(obs.shape[0] == WFRL_OBS_DIM and red_access.shape[0] == WFRL_N_HOSTS,
+              "act: obs must have 52 and red_access 13 entries")
+        cdef float logp, value, bonus
+        cdef int action = wfrl_actor_act(&self.a, &self.policy.p, &obs[0], &red_access[0],
+                                         &logp, &value, &bonus)
+        return action, logp, value, bonus
+
+    def finish(self):
+        """End-of-episode alignment term (−0.2·λ if the episode had no fix)."""
+        return wfrl_compliance_finish(&self.a.comp, &self.policy.p.wf)
+
+    @property
+    def fixes(self):
+        return self.a.comp.fixes
+
+    @property
+    def compliant(self):
+        return self.a.comp.compliant
+
+    @property
+    def compliance(self):
+        return wfrl_compliance_rate(&self.a.comp)
+
+
+def rollout_sim(Cage2Sim sim, Py_ssize_t env, Policy policy, const uint64_t[::1] env_seeds,
+                const uint64_t[::1] act_seeds, const int64_t[::1] rows, TrajectoryBuffer buffer,
+                dict stats):
+    """Play len(env_seeds) complete episodes on env `env` of `sim`, episode k into buffer row
+    rows[k] (buffer may be None). stats: float32 arrays env_return, alignment, compliance and
+    int32 arrays fixes, compliant, each with one entry per episode."""
+    cdef Py_ssize_t k, n = env_seeds.shape[0]
+    _need(act_seeds.shape[0] == n and rows.shape[0] == n, "rollout_sim: seeds/rows lengths differ")
+    cdef wfrl_cage2 *e = sim._env(env)
+    cdef const wfrl_traj *b = NULL
+    if buffer is not None:
+        b = &buffer.b
+        for k in range(n):
+            _need(0 <= rows[k] < buffer.b.n_rows, f"rollout_sim: row {rows[k]} outside the buffer")
+            _need(buffer.b.T >= WFRL_EP_LEN and buffer.b.obs_dim == WFRL_OBS_DIM
+                  and buffer.b.n_hosts == WFRL_N_HOSTS, "rollout_sim: buffer rows too short")
+    cdef float[::1] ret = stats["env_return"], ali = stats["alignment"], comp = stats["compliance"]
+    cdef int32_t[::1] fixes = stats["fixes"], compliant = stats["compliant"]
+    _need(min(ret.shape[0], ali.shape[0], comp.shape[0], fixes.shape[0], compliant.shape[0]) >= n,
+          "rollout_sim: stats arrays too short")
+    scratch = np.zeros(WFRL_ACTOR_SCRATCH(policy.p.hidden), np.float32)
+    cdef float[::1] sv = scratch
+    cdef wfrl_episode_stats st
+    with nogil:
+        for k in range(n):
+            wfrl_rollout_sim_episode(e, env_seeds[k], act_seeds[k], &policy.p, b, rows[k], &sv[0],
+                                     &st)
+            ret[k] = st.env_return
+            ali[k] = st.alignment
+            comp[k] = st.compliance
+            fixes[k] = st.fixes
+            compliant[k] = st.compliant

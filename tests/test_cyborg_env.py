@@ -41,7 +41,7 @@ def test_gymnasium_registration():
 
 def test_truncation_at_100_and_reward_range():
     import wfrl.envs as envs
-    env = envs.make(red_agent="B_lineAgent", seed=3)
+    env = envs.make(backend="cyborg", red_agent="B_lineAgent", seed=3)
     obs, info = env.reset()
     assert not obs.any()
     assert info["red_access"].tolist() == [0] * 8 + [2] + [0] * 4  # only the User0 foothold
@@ -63,7 +63,7 @@ def test_red_access_matches_true_state():
     import wfrl.envs as envs
     from wfrl.workflow import HOSTS
     for red in ("B_lineAgent", "RedMeanderAgent"):
-        env = envs.make(red_agent=red, seed=7)
+        env = envs.make(backend="cyborg", red_agent=red, seed=7)
         env.reset()
         cy = env.unwrapped.backend._cyborg
         rng = np.random.default_rng(1)
@@ -86,7 +86,7 @@ def test_red_access_matches_true_state():
 def test_same_seed_same_episode_different_seed_different():
     import wfrl.envs as envs
     actions = np.random.default_rng(2).integers(0, 145, 100)
-    env = envs.make(red_agent="RedMeanderAgent", seed=0)
+    env = envs.make(backend="cyborg", red_agent="RedMeanderAgent", seed=0)
     a = _episode(env, 11, actions)
     b = _episode(env, 11, actions)
     c = _episode(env, 12, actions)
@@ -99,8 +99,9 @@ def test_two_envs_in_one_process_do_not_share_randomness():
 
     import wfrl.envs as envs
     actions = np.random.default_rng(3).integers(0, 145, 100)
-    alone = _episode(envs.make(red_agent="RedMeanderAgent"), 5, actions)
-    e1, e2 = envs.make(red_agent="RedMeanderAgent"), envs.make(red_agent="RedMeanderAgent")
+    alone = _episode(envs.make(backend="cyborg", red_agent="RedMeanderAgent"), 5, actions)
+    e1 = envs.make(backend="cyborg", red_agent="RedMeanderAgent")
+    e2 = envs.make(backend="cyborg", red_agent="RedMeanderAgent")
     o1, i1 = e1.reset(seed=5)
     e2.reset(seed=99)
     inter = [(o1, 0.0, i1["red_access"])]
@@ -114,7 +115,7 @@ def test_two_envs_in_one_process_do_not_share_randomness():
 
 def test_sleep_red_never_gains_access():
     import wfrl.envs as envs
-    env = envs.make(red_agent="SleepAgent", seed=0)
+    env = envs.make(backend="cyborg", red_agent="SleepAgent", seed=0)
     env.reset()
     for _ in range(100):
         obs, r, _, _, info = env.step(0)

@@ -3,22 +3,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.collect.sequential import run_episode
+from wfrl.collect.sequential import make_policy, run_episodes
 from wfrl.config import EvalConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
-from wfrl.ppo.policy import ActorCritic, NumpyPolicy
+from wfrl.ppo.policy import ActorCritic
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
 
 
-def policy_from_checkpoint(ck: dict) -> NumpyPolicy:
+def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, int]:
+    """(flat weights, hidden) of a checkpoint's actor-critic."""
     model = ActorCritic(int(ck["hidden"]))
     try:
         model.load_state_dict(ck["model"])
     except (RuntimeError, KeyError, TypeError) as exc:
         raise UserError(f"checkpoint weights do not fit the policy: {str(exc).splitlines()[0]}") from None
-    return NumpyPolicy(model.flat_weights(), model.hidden)
+    return model.flat_weights(), model.hidden
 
 
 def _summarise(stats) -> dict:
@@ -34,7 +35,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     compliance and fixes. Both modes play the same env seeds (paired)."""
     cfg.validate()
     ck = load_checkpoint(cfg.checkpoint)
-    policy = policy_from_checkpoint(ck)
+    weights, hidden = weights_from_checkpoint(ck)
     wf = Workflow.parse(cfg.workflow or ck["workflow"])
     lam = float(ck.get("config", {}).get("alignment_lambda", 1.0))
     foothold = bool(ck.get("config", {}).get("count_foothold", False))
@@ -42,9 +43,8 @@ def evaluate(cfg: EvalConfig) -> dict:
     try:
         out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
         for mode in ("greedy", "sampling"):
-            stats = [run_episode(backend, policy, wf, None, 0, i, cfg.seed, lam, foothold,
-                                 greedy=(mode == "greedy")) for i in range(cfg.episodes)]
-            out[mode] = _summarise(stats)
+            policy = make_policy(weights, hidden, wf, lam, foothold, greedy=(mode == "greedy"))
+            out[mode] = _summarise(run_episodes(backend, policy, range(cfg.episodes), cfg.seed))
     finally:
         backend.close()
     return out

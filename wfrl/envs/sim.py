@@ -17,7 +17,8 @@ class SimBackend:
     def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
         from wfrl._core import Cage2Sim
         self.red_agent = check_red_agent(red_agent)
-        self._sim = Cage2Sim(1, red_agent)
+        # A one-env Cage2Sim; rollout_sim runs whole episodes on it in C.
+        self.sim = Cage2Sim(1, red_agent)
         self._next_seed = None
         self.seed(seed)
 
@@ -30,10 +31,10 @@ class SimBackend:
         seed = self._next_seed
         # The next episode without an explicit seed continues deterministically from this one.
         self._next_seed = (seed * 6364136223846793005 + 1442695040888963407) % 2**64
-        return self._sim.reset(0, seed)
+        return self.sim.reset(0, seed)
 
     def step(self, action: int):
-        return self._sim.step(0, int(action))
+        return self.sim.step(0, int(action))
 
     def close(self) -> None:
         pass

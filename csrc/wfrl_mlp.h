@@ -1,0 +1,133 @@
+/* The order-conditioned actor-critic evaluated in C.
+ *
+ * Flat weights (what the learner publishes; the same as wfrl/ppo/policy.py, i.e. torch's
+ * parameters() order): for the actor then the critic, three Linear layers, each weight row-major
+ * [out, in] followed by its bias [out]:
+ *   actor:  [H, 77] [H]  [H, H] [H]  [145, H] [145]
+ *   critic: [H, 77] [H]  [H, H] [H]  [1, H]   [1]
+ * Hidden activations are tanh.
+ *
+ * For speed the forward pass reads a *packed* copy (wfrl_mlp_pack): the same numbers with every
+ * weight transposed to [in, out], so each input adds a contiguous column (vectorisable without
+ * reordering a sum) and the zero inputs of the sparse 0/1 observation are skipped.
+ * Reference: wfrl/ppo/policy.py (torch and NumpyPolicy), held equal to 1e-5 by
+ * tests/test_rollout.py. */
+#ifndef WFRL_MLP_H
+#define WFRL_MLP_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "wfrl_rng.h"
+#include "wfrl_types.h"
+
+#define WFRL_IN_DIM (WFRL_OBS_DIM + WFRL_COND_DIM)
+#define WFRL_MAX_HIDDEN 1024
+
+static inline int64_t wfrl_mlp_n_params(int64_t H)
+{
+    const int64_t I = WFRL_IN_DIM, A = WFRL_N_ACTIONS;
+    return 2 * (H * I + H + H * H + H) + A * H + A + H + 1;
+}
+
+/* Layer k of the six (actor 0-2, critic 3-5): its (out, in). */
+static inline void wfrl_mlp_layer_shape(int k, int H, int *out, int *in)
+{
+    static const int outs[6] = {-1, -1, WFRL_N_ACTIONS, -1, -1, 1};
+    *out = outs[k] < 0 ? H : outs[k];
+    *in = (k == 0 || k == 3) ? WFRL_IN_DIM : H;
+}
+
+/* packed = flat with every weight matrix transposed to [in, out]; biases unchanged. */
+static inline void wfrl_mlp_pack(const float *flat, int H, float *packed)
+{
+    int64_t off = 0;
+    for (int k = 0; k < 6; ++k) {
+        int out, in;
+        wfrl_mlp_layer_shape(k, H, &out, &in);
+        for (int o = 0; o < out; ++o)
+            for (int i = 0; i < in; ++i)
+                packed[off + (int64_t)i * out + o] = flat[off + (int64_t)o * in + i];
+        off += (int64_t)out * in;
+        memcpy(packed + off, flat + off, (size_t)out * sizeof(float));
+        off += out;
+    }
+}
+
+/* y = b + Σ_i x[i]·Wt[i, :] (optionally tanh), skipping zero inputs. */
+static inline void wfrl_dense_t(const float *Wt, const float *b, const float *x, int in, int out,
+                                int apply_tanh, float *restrict y)
+{
+    memcpy(y, b, (size_t)out * sizeof(float));
+    for (int i = 0; i < in; ++i) {
+        const float xi = x[i];
+        if (xi == 0.0f) continue;
+        const float *restrict col = Wt + (int64_t)i * out;
+        for (int o = 0; o < out; ++o) y[o] += xi * col[o];
+    }
+    if (apply_tanh)
+        for (int o = 0; o < out; ++o) y[o] = tanhf(y[o]);
+}
+
+/* Forward pass of one input x[77] with packed weights: logits[145] and the value.
+ * scratch holds 2 * H floats. */
+static inline void wfrl_mlp_forward(const float *packed, int H, const float *x, float *logits,
+                                    float *value, float *scratch)
+{
+    const int I = WFRL_IN_DIM, A = WFRL_N_ACTIONS;
+    float *h1 = scratch, *h2 = scratch + H;
+    const float *p = packed;
+    const float *aw1 = p; p += (int64_t)H * I;
+    const float *ab1 = p; p += H;
+    const float *aw2 = p; p += (int64_t)H * H;
+    const float *ab2 = p; p += H;
+    const float *aw3 = p; p += (int64_t)A * H;
+    const float *ab3 = p; p += A;
+    const float *cw1 = p; p += (int64_t)H * I;
+    const float *cb1 = p; p += H;
+    const float *cw2 = p; p += (int64_t)H * H;
+    const float *cb2 = p; p += H;
+    const float *cw3 = p; p += H;
+    const float *cb3 = p;
+    wfrl_dense_t(aw1, ab1, x, I, H, 1, h1);
+    wfrl_dense_t(aw2, ab2, h1, H, H, 1, h2);
+    wfrl_dense_t(aw3, ab3, h2, H, A, 0, logits);
+    wfrl_dense_t(cw1, cb1, x, I, H, 1, h1);
+    wfrl_dense_t(cw2, cb2, h1, H, H, 1, h2);
+    wfrl_dense_t(cw3, cb3, h2, H, 1, 0, value);
+}
+
+/* Sample an action from softmax(logits) (or take the argmax); returns it and writes its
+ * log-probability. One uniform draw from rng when sampling. exps: scratch of 145 doubles. */
+static inline int wfrl_sample_action(const float *logits, int greedy, wfrl_rng *rng, float *logp,
+                                     double *exps)
+{
+    const int A = WFRL_N_ACTIONS;
+    int best = 0;
+    for (int a = 1; a < A; ++a)
+        if (logits[a] > logits[best]) best = a;
+    const double mx = logits[best];
+    double total = 0.0;
+    for (int a = 0; a < A; ++a) {
+        exps[a] = exp((double)logits[a] - mx);
+        total += exps[a];
+    }
+    int chosen = best;
+    if (!greedy) {
+        const double u = wfrl_rng_uniform(rng) * total;
+        double acc = 0.0;
+        chosen = A - 1;
+        for (int a = 0; a < A; ++a) {
+            acc += exps[a];
+            if (u < acc) {
+                chosen = a;
+                break;
+            }
+        }
+    }
+    *logp = (float)(((double)logits[chosen] - mx) - log(total));
+    return chosen;
+}
+
+#endif

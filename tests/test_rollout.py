@@ -1,0 +1,121 @@
+"""The compiled rollout loop against its references: the C forward pass against torch, the C
+compliance against workflow.ComplianceTracker, and whole compiled episodes against the plain
+Python loop (numpy forward, Python xoshiro) — same actions, same buffer rows, same statistics."""
+import numpy as np
+import pytest
+import torch
+
+from wfrl._core import Actor, mlp_forward, mlp_n_params
+from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
+from wfrl.collect.sequential import make_policy, run_episode_reference, run_episodes
+from wfrl.envs import make_backend
+from wfrl.ppo.policy import ActorCritic, n_params
+from wfrl.rng import Xoshiro256, episode_seeds
+from wfrl.workflow import ComplianceTracker, Workflow, all_workflows
+
+
+def _model(hidden, seed=0, scale=0.3):
+    torch.manual_seed(seed)
+    m = ActorCritic(hidden)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * scale)
+    return m
+
+
+@pytest.mark.parametrize("hidden", [1, 7, 64, 256])
+def test_c_forward_equals_torch(hidden):
+    m = _model(hidden, hidden)
+    w = m.flat_weights()
+    assert mlp_n_params(hidden) == n_params(hidden) == len(w)
+    rng = np.random.default_rng(hidden)
+    sparse = (rng.random((100, 77)) < 0.15).astype(np.float32)
+    dense = rng.normal(size=(100, 77)).astype(np.float32)
+    for x in (sparse, dense):
+        logits, values = mlp_forward(w, hidden, x)
+        with torch.no_grad():
+            lt, vt = m(torch.as_tensor(x))
+        np.testing.assert_allclose(logits, lt.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(values, vt.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_c_forward_rejects_bad_weights():
+    with pytest.raises(ValueError):
+        mlp_forward(np.zeros(10, np.float32), 64, np.zeros((1, 77), np.float32))
+    with pytest.raises(ValueError):
+        make_policy(np.zeros(10, np.float32), 64, Workflow.parse("balanced"), 1.0)
+
+
+def test_c_compliance_equals_reference():
+    rng = np.random.default_rng(3)
+    w = _model(8).flat_weights()
+    for wf in all_workflows()[::13]:
+        for foothold in (False, True):
+            lam = float(rng.uniform(0.1, 3))
+            actor = Actor(make_policy(w, 8, wf, lam, foothold))
+            actor.begin(1)
+            ref = ComplianceTracker(wf, lam, foothold)
+            # Drive both with the same (action, red_access) pairs: the actor's own actions.
+            for _ in range(300):
+                ra = rng.integers(0, 3, 13).astype(np.uint8) * (rng.random(13) < 0.3)
+                ra[8] = 2
+                obs = (rng.random(52) < 0.1).astype(np.float32)
+                a, _, _, bonus = actor.act(obs, ra.astype(np.uint8))
+                assert bonus == pytest.approx(ref.step(a, ra), abs=1e-6)
+            assert (actor.fixes, actor.compliant) == (ref.fixes, ref.compliant)
+            assert actor.compliance == pytest.approx(ref.rate)
+            assert actor.finish() == pytest.approx(ref.finish())
+
+
+def test_python_xoshiro_matches_c_stream():
+    # The greedy=False actor draws one uniform per step from xoshiro(act_seed); the reference
+    # sampling with the Python generator picks the same actions (checked over whole episodes
+    # below); here the generator itself: known first outputs of splitmix-seeded xoshiro256**.
+    g = Xoshiro256(0)
+    first = [g.next() for _ in range(3)]
+    assert len(set(first)) == 3 and all(0 <= v < 2**64 for v in first)
+    assert 0 <= Xoshiro256(5).uniform() < 1 and Xoshiro256(5).below(7) < 7
+
+
+def _compare_rollouts(backend_name, red, episodes, greedy=False):
+    m = _model(64, 1, scale=0.2)
+    w = m.flat_weights()
+    wf = Workflow.parse("critical_first")
+    be = make_backend(backend_name, red)
+    buf_c = compiled_buffer(allocate_trajectory(len(episodes), 100))
+    buf_r = compiled_buffer(allocate_trajectory(len(episodes), 100))
+    stats = run_episodes(be, make_policy(w, 64, wf, 2.0, greedy=greedy), episodes, 11, buf_c)
+    env_seeds, act_seeds = episode_seeds(11, episodes)
+    for k in range(len(episodes)):
+        ref, _ = run_episode_reference(be, w, 64, wf, 2.0, int(env_seeds[k]), int(act_seeds[k]),
+                                       greedy=greedy, buffer=buf_r, row=k)
+        assert stats[k].fixes == ref.fixes and stats[k].compliant_fixes == ref.compliant_fixes
+        assert stats[k].env_return == pytest.approx(ref.env_return, abs=1e-3)
+        assert stats[k].alignment == pytest.approx(ref.alignment, abs=1e-5)
+    a, b = buf_c.arrays, buf_r.arrays
+    for name in ("actions", "dones", "red_access", "lengths", "obs"):
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    for name in ("logprobs", "values", "rewards"):
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
+@pytest.mark.parametrize("greedy", [False, True])
+def test_compiled_sim_rollout_equals_reference(red, greedy):
+    _compare_rollouts("sim", red, list(range(40, 70)), greedy)
+
+
+@pytest.mark.cyborg
+def test_compiled_actor_on_cyborg_equals_reference():
+    _compare_rollouts("cyborg", "RedMeanderAgent", [0, 1, 2])
+
+
+def test_episodes_depend_only_on_seed_and_index():
+    w = _model(16).flat_weights()
+    pol = make_policy(w, 16, Workflow.parse("balanced"), 1.0)
+    be = make_backend("sim", "RedMeanderAgent")
+    one = run_episodes(be, pol, [5, 6, 7], 3)
+    other = run_episodes(be, pol, [7, 6], 3)
+    assert one[2].env_return == other[0].env_return and one[1].fixes == other[1].fixes
+    assert run_episodes(be, pol, [5], 4)[0].env_return != one[0].env_return or \
+        run_episodes(be, pol, [5], 4)[0].fixes != one[0].fixes

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-from wfrl.collect.sequential import make_policy, run_episodes
+from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.envs.cyborg import CybORGBackend, _load
 from wfrl.ppo.policy import ActorCritic
 from wfrl.workflow import Workflow

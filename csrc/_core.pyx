@@ -300,21 +300,36 @@ cdef extern from "wfrl_rollout.h" nogil:
         int32_t compliant
     ctypedef struct wfrl_actor:
         wfrl_compliance comp
-    int WFRL_ACTOR_SCRATCH(int H)
+    ctypedef struct wfrl_scratch:
+        pass
+    ctypedef struct wfrl_slot:
+        wfrl_cage2 env
     int64_t wfrl_mlp_n_params(int64_t H)
     void wfrl_mlp_pack(const float *flat, int H, float *packed)
     void wfrl_mlp_forward(const float *packed, int H, const float *x, float *logits, float *value,
                           float *scratch)
     double wfrl_compliance_rate(const wfrl_compliance *c)
     float wfrl_compliance_finish(const wfrl_compliance *c, const wfrl_workflow *w)
-    void wfrl_actor_begin(wfrl_actor *a, const wfrl_policy *p, uint64_t act_seed, float *scratch)
-    int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, const float *obs,
+    void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
+    int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s, const float *obs,
                        const uint8_t *red_access, float *logp, float *value, float *bonus)
-    void wfrl_rollout_sim_episode(wfrl_cage2 *e, uint64_t env_seed, uint64_t act_seed,
-                                  const wfrl_policy *p, const wfrl_traj *buf, int64_t row,
-                                  float *scratch, wfrl_episode_stats *st)
+    void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t act_seed, int red_kind,
+                         int64_t row, const wfrl_traj *buf)
+    void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_policy *p, const wfrl_traj *buf,
+                         wfrl_scratch *s)
+    void wfrl_slot_stats(const wfrl_slot *sl, wfrl_episode_stats *st)
+    void wfrl_rollout_sim_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed,
+                                  uint64_t act_seed, const wfrl_policy *p, const wfrl_traj *buf,
+                                  int64_t row, wfrl_scratch *s, wfrl_episode_stats *st)
 
 IN_DIM = WFRL_IN_DIM
+
+
+cdef void *_aligned(object storage):
+    """Pointer to a 64-byte aligned address inside a numpy uint8 array (with 64 spare bytes)."""
+    cdef uint8_t[::1] raw = storage
+    cdef size_t addr = <size_t>&raw[0]
+    return <void *>((addr + 63) & ~(<size_t>63))
 
 
 def mlp_n_params(int hidden):
@@ -391,24 +406,25 @@ cdef class Actor:
     """Per-step policy for envs stepped from Python (CybORG): forward, sampling and compliance in
     C, one call per step. Call begin(act_seed) at the start of every episode."""
     cdef wfrl_actor a
+    cdef wfrl_scratch *s
     cdef readonly Policy policy
-    cdef object _scratch
+    cdef object _storage
 
     def __cinit__(self, Policy policy):
         self.policy = policy
-        self._scratch = np.zeros(WFRL_ACTOR_SCRATCH(policy.p.hidden), np.float32)
+        self._storage = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
+        self.s = <wfrl_scratch *>_aligned(self._storage)
         self.begin(0)
 
     def begin(self, uint64_t act_seed):
-        cdef float[::1] s = self._scratch
-        wfrl_actor_begin(&self.a, &self.policy.p, act_seed, &s[0])
+        wfrl_actor_begin(&self.a, act_seed)
 
     def act(self, const float[::1] obs, const uint8_t[::1] red_access):
         """→ (action, logprob, value, alignment bonus) for obs[52] and red's access when acting."""
         _need(obs.shape[0] == WFRL_OBS_DIM and red_access.shape[0] == WFRL_N_HOSTS,
               "act: obs must have 52 and red_access 13 entries")
         cdef float logp, value, bonus
-        cdef int action = wfrl_actor_act(&self.a, &self.policy.p, &obs[0], &red_access[0],
+        cdef int action = wfrl_actor_act(&self.a, &self.policy.p, self.s, &obs[0], &red_access[0],
                                          &logp, &value, &bonus)
         return action, logp, value, bonus
 
@@ -429,35 +445,95 @@ cdef class Actor:
         return wfrl_compliance_rate(&self.a.comp)
 
 
-def rollout_sim(Cage2Sim sim, Py_ssize_t env, Policy policy, const uint64_t[::1] env_seeds,
-                const uint64_t[::1] act_seeds, const int64_t[::1] rows, TrajectoryBuffer buffer,
-                dict stats):
-    """Play len(env_seeds) complete episodes on env `env` of `sim`, episode k into buffer row
-    rows[k] (buffer may be None). stats: float32 arrays env_return, alignment, compliance and
-    int32 arrays fixes, compliant, each with one entry per episode."""
-    cdef Py_ssize_t k, n = env_seeds.shape[0]
-    _need(act_seeds.shape[0] == n and rows.shape[0] == n, "rollout_sim: seeds/rows lengths differ")
-    cdef wfrl_cage2 *e = sim._env(env)
-    cdef const wfrl_traj *b = NULL
-    if buffer is not None:
-        b = &buffer.b
-        for k in range(n):
-            _need(0 <= rows[k] < buffer.b.n_rows, f"rollout_sim: row {rows[k]} outside the buffer")
-            _need(buffer.b.T >= WFRL_EP_LEN and buffer.b.obs_dim == WFRL_OBS_DIM
-                  and buffer.b.n_hosts == WFRL_N_HOSTS, "rollout_sim: buffer rows too short")
-    cdef float[::1] ret = stats["env_return"], ali = stats["alignment"], comp = stats["compliance"]
-    cdef int32_t[::1] fixes = stats["fixes"], compliant = stats["compliant"]
-    _need(min(ret.shape[0], ali.shape[0], comp.shape[0], fixes.shape[0], compliant.shape[0]) >= n,
-          "rollout_sim: stats arrays too short")
-    scratch = np.zeros(WFRL_ACTOR_SCRATCH(policy.p.hidden), np.float32)
-    cdef float[::1] sv = scratch
-    cdef wfrl_episode_stats st
-    with nogil:
-        for k in range(n):
-            wfrl_rollout_sim_episode(e, env_seeds[k], act_seeds[k], &policy.p, b, rows[k], &sv[0],
-                                     &st)
-            ret[k] = st.env_return
-            ali[k] = st.alignment
-            comp[k] = st.compliance
-            fixes[k] = st.fixes
-            compliant[k] = st.compliant
+STATS_FIELDS = ("env_return", "alignment", "compliance", "fixes", "compliant")
+
+
+cdef class SimSlots:
+    """n compiled CAGE2 episodes-in-progress (env + action RNG + compliance + current obs), for
+    the compiled rollout loop. Storage is a numpy byte array owned here."""
+    cdef wfrl_slot *slots
+    cdef wfrl_scratch *s
+    cdef readonly Py_ssize_t n
+    cdef readonly int red_kind
+    cdef object _storage, _scratch
+
+    def __cinit__(self, Py_ssize_t n, str red_agent):
+        _need(n > 0, "SimSlots needs at least one slot")
+        if red_agent not in RED_KINDS:
+            raise ValueError(f"unknown red agent {red_agent!r}")
+        self.n = n
+        self.red_kind = RED_KINDS[red_agent]
+        self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
+        self.slots = <wfrl_slot *>_aligned(self._storage)
+        self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
+        self.s = <wfrl_scratch *>_aligned(self._scratch)
+        for i in range(n):
+            self.slots[i].env.t = WFRL_EP_LEN  # idle until begin()
+
+    cdef const wfrl_traj *_buf(self, TrajectoryBuffer buffer) except? NULL:
+        if buffer is None:
+            return NULL
+        _need(buffer.b.T >= WFRL_EP_LEN and buffer.b.obs_dim == WFRL_OBS_DIM
+              and buffer.b.n_hosts == WFRL_N_HOSTS, "buffer rows must hold a 100-step episode")
+        return &buffer.b
+
+    def run_episodes(self, Py_ssize_t slot, Policy policy, const uint64_t[::1] env_seeds,
+                     const uint64_t[::1] act_seeds, const int64_t[::1] rows,
+                     TrajectoryBuffer buffer, dict stats):
+        """Play len(env_seeds) complete episodes one after another on `slot`, episode k into
+        buffer row rows[k] (buffer may be None; a row < 0 is not written). stats: float32 arrays
+        env_return, alignment, compliance and int32 arrays fixes, compliant (one entry each)."""
+        cdef Py_ssize_t k, n = env_seeds.shape[0]
+        _need(0 <= slot < self.n, f"slot {slot} outside [0, {self.n})")
+        _need(act_seeds.shape[0] == n and rows.shape[0] == n, "seeds/rows lengths differ")
+        cdef const wfrl_traj *b = self._buf(buffer)
+        if b != NULL:
+            for k in range(n):
+                _need(rows[k] < b.n_rows, f"row {rows[k]} outside the buffer")
+        cdef float[::1] ret = stats["env_return"], ali = stats["alignment"], comp = stats["compliance"]
+        cdef int32_t[::1] fixes = stats["fixes"], compliant = stats["compliant"]
+        _need(min(ret.shape[0], ali.shape[0], comp.shape[0], fixes.shape[0], compliant.shape[0]) >= n,
+              "stats arrays too short")
+        cdef wfrl_episode_stats st
+        cdef wfrl_slot *sl = &self.slots[slot]
+        with nogil:
+            for k in range(n):
+                wfrl_rollout_sim_episode(sl, self.red_kind, env_seeds[k], act_seeds[k], &policy.p,
+                                         b, rows[k], self.s, &st)
+                ret[k] = st.env_return
+                ali[k] = st.alignment
+                comp[k] = st.compliance
+                fixes[k] = st.fixes
+                compliant[k] = st.compliant
+
+    def begin(self, const uint64_t[::1] env_seeds, const uint64_t[::1] act_seeds,
+              const int64_t[::1] rows, TrajectoryBuffer buffer):
+        """Start an episode in every slot i (seeds[i], buffer row rows[i]; a row < 0 leaves the
+        slot idle)."""
+        _need(env_seeds.shape[0] == self.n and act_seeds.shape[0] == self.n
+              and rows.shape[0] == self.n, "begin: one seed pair and row per slot")
+        cdef const wfrl_traj *b = self._buf(buffer)
+        for i in range(self.n):
+            _need(b == NULL or rows[i] < b.n_rows, f"row {rows[i]} outside the buffer")
+            wfrl_slot_begin(&self.slots[i], env_seeds[i], act_seeds[i], self.red_kind, rows[i], b)
+            if rows[i] < 0:
+                self.slots[i].env.t = WFRL_EP_LEN  # no episode for this slot: stays idle
+
+    def step(self, Policy policy, TrajectoryBuffer buffer):
+        """Advance every slot by one step (lock-step; finished slots stay put)."""
+        cdef const wfrl_traj *b = self._buf(buffer)
+        with nogil:
+            wfrl_slots_step(self.slots, self.n, &policy.p, b, self.s)
+
+    def stats(self, dict out):
+        """Write each slot's episode statistics into out (arrays as for run_episodes)."""
+        cdef float[::1] ret = out["env_return"], ali = out["alignment"], comp = out["compliance"]
+        cdef int32_t[::1] fixes = out["fixes"], compliant = out["compliant"]
+        cdef wfrl_episode_stats st
+        for i in range(self.n):
+            wfrl_slot_stats(&self.slots[i], &st)
+            ret[i] = st.env_return
+            ali[i] = st.alignment
+            comp[i] = st.compliance
+            fixes[i] = st.fixes
+            compliant[i] = st.compliant

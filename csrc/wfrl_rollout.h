@@ -1,5 +1,10 @@
 /* The worker-side rollout loop: env step ↔ policy forward ↔ action sampling ↔ compliance, writing
  * each step into a trajectory-buffer row. No Python, no allocation.
+ *
+ * An episode in progress lives in a slot (env, its action RNG, its compliance count, the current
+ * observation). Stepping slots one step at a time (wfrl_slots_step, the synchronous collector) and
+ * running one slot to the end (wfrl_rollout_sim_episode, the other collectors) execute the same
+ * code, so every collector produces the same episode for the same seeds.
  * Reference: wfrl/collect/sequential.py (run_episode_reference), held equal by
  * tests/test_rollout.py. */
 #ifndef WFRL_ROLLOUT_H
@@ -27,74 +32,106 @@ typedef struct {
     int32_t fixes, compliant;
 } wfrl_episode_stats;
 
-/* Per-step policy state, shared by the compiled sim loop and the Python-driven CybORG loop.
- * The scratch it points into (owned by the caller): WFRL_ACTOR_SCRATCH(H) floats. */
-#define WFRL_ACTOR_SCRATCH(H) (WFRL_IN_DIM + WFRL_N_ACTIONS + 2 * (H) + 2 * WFRL_N_ACTIONS)
-
+/* What an action choice persists across the steps of an episode. */
 typedef struct {
     wfrl_rng rng;
     wfrl_compliance comp;
-    float *x, *logits, *hidden;
-    double *exps;
 } wfrl_actor;
 
-static inline void wfrl_actor_begin(wfrl_actor *a, const wfrl_policy *p, uint64_t act_seed,
-                                    float *scratch)
+/* Temporaries of one action choice (not kept between steps). */
+typedef struct {
+    float x[WFRL_IN_DIM];
+    float logits[WFRL_N_ACTIONS];
+    double exps[WFRL_N_ACTIONS];
+    float hidden[2 * WFRL_MAX_HIDDEN];
+} wfrl_scratch;
+
+static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
 {
     wfrl_rng_seed(&a->rng, act_seed);
     a->comp.fixes = a->comp.compliant = 0;
-    a->x = scratch;
-    a->logits = scratch + WFRL_IN_DIM;
-    a->hidden = a->logits + WFRL_N_ACTIONS;
-    a->exps = (double *)(void *)(a->hidden + 2 * p->hidden); /* caller aligns scratch to 8 bytes */
-    memcpy(a->x + WFRL_OBS_DIM, p->cond, WFRL_COND_DIM * sizeof(float));
 }
 
 /* Choose the action for obs with red's current access; returns it and its logp/value/bonus. */
-static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, const float *obs,
-                                 const uint8_t *red_access, float *logp, float *value, float *bonus)
+static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
+                                 const float *obs, const uint8_t *red_access, float *logp,
+                                 float *value, float *bonus)
 {
-    memcpy(a->x, obs, WFRL_OBS_DIM * sizeof(float));
-    wfrl_mlp_forward(p->weights, p->hidden, a->x, a->logits, value, a->hidden);
-    const int action = wfrl_sample_action(a->logits, p->greedy, &a->rng, logp, a->exps);
+    memcpy(s->x, obs, WFRL_OBS_DIM * sizeof(float));
+    memcpy(s->x + WFRL_OBS_DIM, p->cond, WFRL_COND_DIM * sizeof(float));
+    wfrl_mlp_forward(p->weights, p->hidden, s->x, s->logits, value, s->hidden);
+    const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
     *bonus = wfrl_compliance_step(&a->comp, &p->wf, action, red_access);
     return action;
 }
 
-/* One complete episode of a compiled CAGE2 env, written into buffer row `row` (buf may be NULL). */
-static inline void wfrl_rollout_sim_episode(wfrl_cage2 *e, uint64_t env_seed, uint64_t act_seed,
-                                            const wfrl_policy *p, const wfrl_traj *buf,
-                                            int64_t row, float *scratch, wfrl_episode_stats *st)
+/* An episode of a compiled CAGE2 env in progress. */
+typedef struct {
+    wfrl_cage2 env;
+    wfrl_actor actor;
+    float obs[WFRL_OBS_DIM];
+    uint8_t access[WFRL_N_HOSTS];
+    int64_t row;          /* buffer row it writes, or -1 */
+    int64_t return10;     /* env return so far, in tenths */
+    double alignment;
+} wfrl_slot;
+
+static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t act_seed,
+                                   int red_kind, int64_t row, const wfrl_traj *buf)
 {
-    wfrl_actor a;
-    float obs[WFRL_OBS_DIM], next_obs[WFRL_OBS_DIM];
-    uint8_t access[WFRL_N_HOSTS], next_access[WFRL_N_HOSTS];
-    wfrl_cage2_reset(e, env_seed, e->red_kind);
-    wfrl_cage2_obs(e, obs);
-    wfrl_cage2_red_access(e, access);
-    wfrl_actor_begin(&a, p, act_seed, scratch);
-    if (buf) buf->lengths[row] = 0;
-    int64_t ret10 = 0;
-    double alignment = 0.0;
-    for (int t = 0; t < WFRL_EP_LEN; ++t) {
+    wfrl_cage2_reset(&sl->env, env_seed, red_kind);
+    wfrl_cage2_obs(&sl->env, sl->obs);
+    wfrl_cage2_red_access(&sl->env, sl->access);
+    wfrl_actor_begin(&sl->actor, act_seed);
+    sl->row = row;
+    sl->return10 = 0;
+    sl->alignment = 0.0;
+    if (buf && row >= 0) buf->lengths[row] = 0;
+}
+
+/* Advance every slot by one blue step (slots whose episode is over are left alone). */
+static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_policy *p,
+                                   const wfrl_traj *buf, wfrl_scratch *s)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        wfrl_slot *sl = &slots[i];
+        if (sl->env.t >= WFRL_EP_LEN) continue;
         float logp, value, bonus;
-        const int action = wfrl_actor_act(&a, p, obs, access, &logp, &value, &bonus);
-        const int r10 = wfrl_cage2_step(e, action, next_obs, next_access);
-        const int done = t == WFRL_EP_LEN - 1;
-        if (done) bonus += wfrl_compliance_finish(&a.comp, &p->wf);
-        if (buf)
-            wfrl_traj_push(buf, row, obs, action, logp, value, (float)r10 / 10.0f + bonus,
-                           (uint8_t)done, access);
-        ret10 += r10;
-        alignment += bonus;
-        memcpy(obs, next_obs, sizeof(obs));
-        memcpy(access, next_access, sizeof(access));
+        float next_obs[WFRL_OBS_DIM];
+        uint8_t next_access[WFRL_N_HOSTS];
+        const int action = wfrl_actor_act(&sl->actor, p, s, sl->obs, sl->access, &logp, &value,
+                                          &bonus);
+        const int r10 = wfrl_cage2_step(&sl->env, action, next_obs, next_access);
+        const int done = sl->env.t >= WFRL_EP_LEN;
+        if (done) bonus += wfrl_compliance_finish(&sl->actor.comp, &p->wf);
+        if (buf && sl->row >= 0)
+            wfrl_traj_push(buf, sl->row, sl->obs, action, logp, value,
+                           (float)r10 / 10.0f + bonus, (uint8_t)done, sl->access);
+        sl->return10 += r10;
+        sl->alignment += bonus;
+        memcpy(sl->obs, next_obs, sizeof(next_obs));
+        memcpy(sl->access, next_access, sizeof(next_access));
     }
-    st->env_return = (float)((double)ret10 / 10.0);
-    st->alignment = (float)alignment;
-    st->compliance = (float)wfrl_compliance_rate(&a.comp);
-    st->fixes = a.comp.fixes;
-    st->compliant = a.comp.compliant;
+}
+
+static inline void wfrl_slot_stats(const wfrl_slot *sl, wfrl_episode_stats *st)
+{
+    st->env_return = (float)((double)sl->return10 / 10.0);
+    st->alignment = (float)sl->alignment;
+    st->compliance = (float)wfrl_compliance_rate(&sl->actor.comp);
+    st->fixes = sl->actor.comp.fixes;
+    st->compliant = sl->actor.comp.compliant;
+}
+
+/* One complete episode, written into buffer row `row` (buf may be NULL). */
+static inline void wfrl_rollout_sim_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed,
+                                            uint64_t act_seed, const wfrl_policy *p,
+                                            const wfrl_traj *buf, int64_t row, wfrl_scratch *s,
+                                            wfrl_episode_stats *st)
+{
+    wfrl_slot_begin(sl, env_seed, act_seed, red_kind, row, buf);
+    for (int t = 0; t < WFRL_EP_LEN; ++t) wfrl_slots_step(sl, 1, p, buf, s);
+    wfrl_slot_stats(sl, st);
 }
 
 #endif

@@ -36,6 +36,8 @@ def _add_train(sub):
                    help="environment backend: sim (compiled CAGE2, default) or cyborg (real CybORG)")
     p.add_argument("--collector", default="sequential", metavar="|".join(COLLECTORS),
                    help="experience collector (default: sequential)")
+    p.add_argument("--n-workers", type=_int, default=2,
+                   help="worker processes of the sync and async collectors (default: 2)")
     p.add_argument("--workflow", default="balanced",
                    help="priority order, e.g. 'defender,enterprise,op_server,op_host,user', "
                         "'op_server → enterprise → …' or a canonical name (default: balanced)")
@@ -110,6 +112,7 @@ def _cmd_train(a) -> int:
                     minibatches=a.minibatches, entropy_coef=a.entropy_coef,
                     value_coef=a.value_coef, max_grad_norm=a.max_grad_norm, hidden=a.hidden)
     cfg = TrainConfig(workflow=a.workflow, backend=a.backend, collector=a.collector,
+                      n_workers=a.n_workers,
                       red_agent=a.red_agent, total_episodes=a.total_episodes,
                       episodes_per_update=a.episodes_per_update, min_episodes=a.min_episodes,
                       alignment_lambda=a.alignment_lambda,

@@ -23,7 +23,9 @@ class TrainConfig:
     backend: str = "sim"
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
     collector: str = "sequential"
-    """How experience is collected: sequential."""
+    """How experience is collected: sequential, sync or async."""
+    n_workers: int = 2
+    """Worker processes of the sync and async collectors."""
     red_agent: str = "B_lineAgent"
     """Red attacker: B_lineAgent, RedMeanderAgent or SleepAgent."""
     total_episodes: int = 1000
@@ -52,7 +54,7 @@ class TrainConfig:
         check_collector(self.collector)
         check_red_agent(self.red_agent)
         self.parsed_workflow()
-        for name in ("total_episodes", "episodes_per_update"):
+        for name in ("total_episodes", "episodes_per_update", "n_workers"):
             _positive(name, getattr(self, name))
         if self.min_episodes < 0:
             raise UserError(f"--min-episodes must be non-negative (got {self.min_episodes})")

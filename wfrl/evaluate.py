@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.collect.sequential import make_policy, run_episodes
+from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.config import EvalConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError

@@ -8,10 +8,10 @@ import time
 import numpy as np
 
 from wfrl import __version__
-from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, to_batch
-from wfrl.collect.sequential import SequentialCollector
+from wfrl.collect.buffer import to_batch
+from wfrl.collect.sequential import make_collector
 from wfrl.config import TrainConfig
-from wfrl.envs import EP_LEN, make_backend
+from wfrl.envs import make_backend
 from wfrl.ppo.learner import PPOLearner
 from wfrl.runlog import CsvLog, RunDir, save_checkpoint, write_json
 
@@ -35,14 +35,13 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     cfg.validate()
     wf = cfg.parsed_workflow()
     run = RunDir(cfg.out, cfg.force)
-    backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
+    make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
     write_json(run.file("experiment_config.json"), {**cfg.to_dict(), "wfrl_version": __version__})
 
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
-    collector = SequentialCollector(backend, cfg.ppo.hidden, cfg.seed, cfg.alignment_lambda,
-                                    cfg.count_foothold)
     M = cfg.episodes_per_update
-    buffer = compiled_buffer(allocate_trajectory(M, EP_LEN))
+    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
+                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, M)
     row_cond = np.tile(wf.onehot(), (M, 1))
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
 
@@ -52,9 +51,9 @@ def train(cfg: TrainConfig, progress=None) -> dict:
         while episodes < cfg.total_episodes:
             n = min(M, cfg.total_episodes - episodes)
             t0 = time.perf_counter()
-            eps = collector.collect(learner.flat_weights(), learner.version, wf, buffer, episodes, n)
+            eps = collector.collect(learner.flat_weights(), learner.version, wf, episodes, n)
             t1 = time.perf_counter()
-            batch = to_batch(buffer, row_cond, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+            batch = to_batch(collector.buffer, row_cond, cfg.ppo.gamma, cfg.ppo.gae_lambda)
             ustats = learner.update(batch)
             t2 = time.perf_counter()
             episodes += n

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from wfrl.errors import UserError
 
-COLLECTORS = ("sequential",)
+COLLECTORS = ("sequential", "sync", "async")
 
 
 def check_collector(name: str) -> str:

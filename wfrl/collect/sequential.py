@@ -1,149 +1,51 @@
-"""The sequential collector (one env in this process) and the rollout entry points it shares with
-the other collectors.
-
-Per episode, the compiled loop (csrc/wfrl_rollout.h) does everything but the env step of CybORG:
-policy forward from the flat weights, action sampling from the episode's own xoshiro stream,
-compliance and alignment, and the writes into a buffer row. On the simulator the env step is
-compiled too, so whole episodes run in C without the GIL. run_episode_reference is the plain
-Python twin that tests hold the compiled loop to.
-"""
+"""The sequential collector: one env in this process, whole episodes one after another."""
 from __future__ import annotations
 
 import numpy as np
 
 from wfrl.collect.base import EpisodeStats
-from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-from wfrl.ppo.policy import IN_DIM, NumpyPolicy
-from wfrl.rng import Xoshiro256, episode_seeds
-from wfrl.workflow import ComplianceTracker, Workflow
-
-
-def make_policy(weights: np.ndarray, hidden: int, workflow: Workflow, lam: float,
-                count_foothold: bool = False, greedy: bool = False):
-    from wfrl._core import Policy
-    return Policy(weights, hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy)
-
-
-def _stats_arrays(n: int) -> dict:
-    return {"env_return": np.zeros(n, np.float32), "alignment": np.zeros(n, np.float32),
-            "compliance": np.zeros(n, np.float32), "fixes": np.zeros(n, np.int32),
-            "compliant": np.zeros(n, np.int32)}
-
-
-def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
-                 version: int = 0) -> list[EpisodeStats]:
-    """Play global episodes `episodes` (seeds from (seed, episode)) with the compiled loop, episode
-    k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None)."""
-    episodes = np.asarray(episodes, dtype=np.int64)
-    rows = np.arange(len(episodes), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
-    env_seeds, act_seeds = episode_seeds(seed, episodes)
-    sim = getattr(backend, "sim", None)
-    if sim is not None:
-        from wfrl._core import rollout_sim
-        st = _stats_arrays(len(episodes))
-        rollout_sim(sim, 0, policy, env_seeds, act_seeds, rows, buffer, st)
-        return [EpisodeStats(int(e), float(st["env_return"][k]), float(st["alignment"][k]),
-                             float(st["compliance"][k]), int(st["fixes"][k]),
-                             int(st["compliant"][k]), version)
-                for k, e in enumerate(episodes)]
-    from wfrl._core import Actor
-    actor = Actor(policy)
-    return [_actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version)
-            for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
-
-
-def _actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version):
-    """One episode of a Python-stepped env (CybORG) with the compiled per-step actor."""
-    backend.seed(env_seed)
-    actor.begin(act_seed)
-    obs, red_access = backend.reset()
-    if buffer is not None:
-        buffer.arrays["lengths"][row] = 0
-    env_return = alignment = 0.0
-    for t in range(EP_LEN):
-        action, logp, value, bonus = actor.act(obs, red_access)
-        next_obs, reward, next_access = backend.step(action)
-        done = t == EP_LEN - 1
-        if done:
-            bonus += actor.finish()
-        if buffer is not None:
-            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
-        env_return += reward
-        alignment += bonus
-        obs, red_access = next_obs, next_access
-    return EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
-                        actor.compliant, version)
-
-
-def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple[int, float]:
-    """The sampling rule of wfrl_sample_action, in Python."""
-    best = int(np.argmax(logits))
-    z = logits.astype(np.float64) - float(logits[best])
-    e = np.exp(z)
-    total = 0.0
-    for v in e:  # sequential sum, in C's order
-        total += v
-    chosen = best
-    if not greedy:
-        u = rng.uniform() * total
-        acc, chosen = 0.0, N_ACTIONS - 1
-        for a in range(N_ACTIONS):
-            acc += e[a]
-            if u < acc:
-                chosen = a
-                break
-    return chosen, float(z[chosen] - np.log(total))
-
-
-def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
-                          count_foothold=False, greedy=False, buffer=None, row=0):
-    """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro)."""
-    policy = NumpyPolicy(weights, hidden)
-    rng = Xoshiro256(act_seed)
-    tracker = ComplianceTracker(workflow, lam, count_foothold)
-    x = np.empty(IN_DIM, dtype=np.float32)
-    x[OBS_DIM:] = workflow.onehot()
-    backend.seed(env_seed)
-    obs, red_access = backend.reset()
-    env_return = alignment = 0.0
-    actions = []
-    for t in range(EP_LEN):
-        x[:OBS_DIM] = obs
-        logits, value = policy.forward(x)
-        action, logp = sample_reference(logits, greedy, rng)
-        bonus = tracker.step(action, red_access)
-        next_obs, reward, next_access = backend.step(action)
-        done = t == EP_LEN - 1
-        if done:
-            bonus += tracker.finish()
-        if buffer is not None:
-            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
-        actions.append(action)
-        env_return += reward
-        alignment += bonus
-        obs, red_access = next_obs, next_access
-    return EpisodeStats(-1, env_return, alignment, tracker.rate, tracker.fixes, tracker.compliant,
-                        0), actions
+from wfrl.collect.rollout import make_policy, run_episodes
+from wfrl.workflow import Workflow
 
 
 class SequentialCollector:
-    """Runs whole episodes one after another on a single backend in this process."""
+    """Runs whole episodes one after another on a single backend in this process.
 
-    def __init__(self, backend, hidden: int, seed: int, lam: float, count_foothold: bool = False):
-        self.backend = backend
+    Every collector has this interface: collect(...) fills rows 0..n-1 of its own `buffer` with
+    global episodes first_episode..first_episode+n-1 and returns their statistics; close()."""
+
+    def __init__(self, backend, red_agent, hidden: int, seed: int, lam: float,
+                 count_foothold: bool = False, n_workers: int = 1, n_rows: int = 1):
+        from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
+        from wfrl.envs import EP_LEN, make_backend
+        self.backend = make_backend(backend, red_agent, seed=seed)
         self.hidden = hidden
         self.seed = seed
         self.lam = lam
         self.count_foothold = count_foothold
+        self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN))
 
-    def collect(self, weights: np.ndarray, version: int, workflow: Workflow, buffer,
-                first_episode: int, n_episodes: int) -> list[EpisodeStats]:
-        """Fill rows 0..n_episodes-1 of `buffer` (cleared first) with episodes
-        first_episode .. first_episode + n_episodes - 1."""
+    def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
+                n_episodes: int) -> list[EpisodeStats]:
         policy = make_policy(weights, self.hidden, workflow, self.lam, self.count_foothold)
-        buffer.clear()
+        self.buffer.clear()
         return run_episodes(self.backend, policy, np.arange(first_episode, first_episode + n_episodes),
-                            self.seed, buffer, version=version)
+                            self.seed, self.buffer, version=version)
 
     def close(self):
         self.backend.close()
+
+
+def make_collector(name: str, backend: str, red_agent: str, hidden: int, seed: int, lam: float,
+                   count_foothold: bool, n_workers: int, n_rows: int):
+    """The collector called `name` (sequential | sync | async)."""
+    args = (backend, red_agent, hidden, seed, lam, count_foothold)
+    if name == "sequential":
+        return SequentialCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "sync":
+        from wfrl.collect.sync import SyncCollector
+        return SyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "async":
+        from wfrl.collect.async_exec import AsyncCollector
+        return AsyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    raise ValueError(name)

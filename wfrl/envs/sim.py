@@ -15,10 +15,10 @@ class SimBackend:
     """One compiled CAGE2 env (the batched form is wfrl._core.Cage2Sim itself)."""
 
     def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
-        from wfrl._core import Cage2Sim
+        from wfrl._core import Cage2Sim, SimSlots
         self.red_agent = check_red_agent(red_agent)
-        # A one-env Cage2Sim; rollout_sim runs whole episodes on it in C.
-        self.sim = Cage2Sim(1, red_agent)
+        self.sim = Cage2Sim(1, red_agent)      # stepped from Python (gymnasium, parity)
+        self.slots = SimSlots(1, red_agent)    # whole episodes in the compiled rollout loop
         self._next_seed = None
         self.seed(seed)
 

@@ -1,13 +1,8 @@
-"""The order-conditioned actor-critic, in torch (learning) and numpy (rollouts, no autograd).
+"""The order-conditioned actor-critic in torch (learning).
 
 Input: obs(52) ⊕ workflow one-hot(25) = 77 floats. Two separate tanh MLPs of `hidden` units:
-actor → 145 logits, critic → 1 value.
-
-Flat weights (what workers receive): float32, the parameters in this fixed order, each weight
-row-major [out, in] followed by its bias [out]:
-    actor:  W1 [H, 77] b1 [H]  W2 [H, H] b2 [H]  W3 [145, H] b3 [145]
-    critic: W1 [H, 77] b1 [H]  W2 [H, H] b2 [H]  W3 [1, H]   b3 [1]
-This is exactly the order of ActorCritic.parameters().
+actor → 145 logits, critic → 1 value. The flat-weights layout and the numpy twin used by rollouts
+live in wfrl.ppo.netspec (torch-free).
 """
 from __future__ import annotations
 
@@ -15,10 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from wfrl.envs.base import N_ACTIONS, OBS_DIM
-from wfrl.workflow import COND_DIM
-
-IN_DIM = OBS_DIM + COND_DIM
+from wfrl.envs.base import N_ACTIONS
+from wfrl.ppo.netspec import IN_DIM, NumpyPolicy, layer_shapes, n_params  # noqa: F401
 
 
 def _mlp(out_dim: int, hidden: int) -> nn.Sequential:
@@ -54,50 +47,3 @@ class ActorCritic(nn.Module):
                                                 self.parameters())
 
 
-def layer_shapes(hidden: int):
-    """[(out, in)] for actor layers then critic layers, in flat-weights order."""
-    H = hidden
-    return [(H, IN_DIM), (H, H), (N_ACTIONS, H), (H, IN_DIM), (H, H), (1, H)]
-
-
-def n_params(hidden: int) -> int:
-    return sum(o * i + o for o, i in layer_shapes(hidden))
-
-
-class NumpyPolicy:
-    """The same actor-critic evaluated with numpy from flat weights, one observation at a time.
-
-    This is what rollout loops use: no torch, no autograd, a few microseconds per step.
-    The arrays are views into `flat`, so publishing new weights in place updates the policy.
-    """
-
-    def __init__(self, flat: np.ndarray, hidden: int):
-        if flat.dtype != np.float32 or flat.shape != (n_params(hidden),):
-            raise ValueError(f"flat weights must be float32[{n_params(hidden)}] for hidden={hidden}")
-        self.hidden = hidden
-        views, k = [], 0
-        for o, i in layer_shapes(hidden):
-            views.append((flat[k:k + o * i].reshape(o, i), flat[k + o * i:k + o * i + o]))
-            k += o * i + o
-        self._a, self._c = views[:3], views[3:]
-
-    def forward(self, x: np.ndarray):
-        """x float32[77] → (logits float32[145], value float)."""
-        (aw1, ab1), (aw2, ab2), (aw3, ab3) = self._a
-        (cw1, cb1), (cw2, cb2), (cw3, cb3) = self._c
-        ha = np.tanh(aw2 @ np.tanh(aw1 @ x + ab1) + ab2)
-        hc = np.tanh(cw2 @ np.tanh(cw1 @ x + cb1) + cb2)
-        return aw3 @ ha + ab3, float((cw3 @ hc + cb3)[0])
-
-    def act(self, x: np.ndarray, rng: np.random.Generator, greedy: bool = False):
-        """Sample (or take the argmax) → (action, log-probability, value)."""
-        logits, value = self.forward(x)
-        z = logits - logits.max()
-        p = np.exp(z)
-        total = p.sum()
-        if greedy:
-            a = int(np.argmax(z))
-        else:
-            a = int(np.searchsorted(np.cumsum(p), rng.random() * total, side="right"))
-            a = min(a, N_ACTIONS - 1)
-        return a, float(z[a] - np.log(total)), value

@@ -1,0 +1,124 @@
+"""Rollout entry points shared by every collector (torch-free: workers import this module).
+
+Per episode, the compiled loop (csrc/wfrl_rollout.h) does everything but the env step of CybORG:
+policy forward from the flat weights, action sampling from the episode's own xoshiro stream,
+compliance and alignment, and the writes into a buffer row. On the simulator the env step is
+compiled too, so whole episodes run in C without the GIL. run_episode_reference is the plain
+Python twin that tests hold the compiled loop to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from wfrl.collect.base import EpisodeStats
+from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
+from wfrl.ppo.netspec import IN_DIM, NumpyPolicy
+from wfrl.rng import Xoshiro256, episode_seeds
+from wfrl.workflow import ComplianceTracker, Workflow
+
+
+def make_policy(weights: np.ndarray, hidden: int, workflow: Workflow, lam: float,
+                count_foothold: bool = False, greedy: bool = False):
+    from wfrl._core import Policy
+    return Policy(weights, hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy)
+
+
+def _stats_arrays(n: int) -> dict:
+    return {"env_return": np.zeros(n, np.float32), "alignment": np.zeros(n, np.float32),
+            "compliance": np.zeros(n, np.float32), "fixes": np.zeros(n, np.int32),
+            "compliant": np.zeros(n, np.int32)}
+
+
+def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
+                 version: int = 0) -> list[EpisodeStats]:
+    """Play global episodes `episodes` (seeds from (seed, episode)) with the compiled loop, episode
+    k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None)."""
+    episodes = np.asarray(episodes, dtype=np.int64)
+    rows = np.arange(len(episodes), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+    env_seeds, act_seeds = episode_seeds(seed, episodes)
+    slots = getattr(backend, "slots", None)
+    if slots is not None:
+        st = _stats_arrays(len(episodes))
+        slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st)
+        return [EpisodeStats(int(e), float(st["env_return"][k]), float(st["alignment"][k]),
+                             float(st["compliance"][k]), int(st["fixes"][k]),
+                             int(st["compliant"][k]), version)
+                for k, e in enumerate(episodes)]
+    from wfrl._core import Actor
+    actor = Actor(policy)
+    return [_actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version)
+            for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
+
+
+def _actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version):
+    """One episode of a Python-stepped env (CybORG) with the compiled per-step actor."""
+    backend.seed(env_seed)
+    actor.begin(act_seed)
+    obs, red_access = backend.reset()
+    if buffer is not None:
+        buffer.arrays["lengths"][row] = 0
+    env_return = alignment = 0.0
+    for t in range(EP_LEN):
+        action, logp, value, bonus = actor.act(obs, red_access)
+        next_obs, reward, next_access = backend.step(action)
+        done = t == EP_LEN - 1
+        if done:
+            bonus += actor.finish()
+        if buffer is not None:
+            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
+        env_return += reward
+        alignment += bonus
+        obs, red_access = next_obs, next_access
+    return EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
+                        actor.compliant, version)
+
+
+def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple[int, float]:
+    """The sampling rule of wfrl_sample_action, in Python."""
+    best = int(np.argmax(logits))
+    z = logits.astype(np.float64) - float(logits[best])
+    e = np.exp(z)
+    total = 0.0
+    for v in e:  # sequential sum, in C's order
+        total += v
+    chosen = best
+    if not greedy:
+        u = rng.uniform() * total
+        acc, chosen = 0.0, N_ACTIONS - 1
+        for a in range(N_ACTIONS):
+            acc += e[a]
+            if u < acc:
+                chosen = a
+                break
+    return chosen, float(z[chosen] - np.log(total))
+
+
+def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
+                          count_foothold=False, greedy=False, buffer=None, row=0):
+    """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro)."""
+    policy = NumpyPolicy(weights, hidden)
+    rng = Xoshiro256(act_seed)
+    tracker = ComplianceTracker(workflow, lam, count_foothold)
+    x = np.empty(IN_DIM, dtype=np.float32)
+    x[OBS_DIM:] = workflow.onehot()
+    backend.seed(env_seed)
+    obs, red_access = backend.reset()
+    env_return = alignment = 0.0
+    actions = []
+    for t in range(EP_LEN):
+        x[:OBS_DIM] = obs
+        logits, value = policy.forward(x)
+        action, logp = sample_reference(logits, greedy, rng)
+        bonus = tracker.step(action, red_access)
+        next_obs, reward, next_access = backend.step(action)
+        done = t == EP_LEN - 1
+        if done:
+            bonus += tracker.finish()
+        if buffer is not None:
+            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
+        actions.append(action)
+        env_return += reward
+        alignment += bonus
+        obs, red_access = next_obs, next_access
+    return EpisodeStats(-1, env_return, alignment, tracker.rate, tracker.fixes, tracker.compliant,
+                        0), actions

@@ -1,0 +1,185 @@
+"""The one owner of a run's shared memory.
+
+SharedArrays creates a single POSIX shared-memory segment holding named numpy arrays (the
+trajectory arrays, the per-episode statistics, the weights board), hands workers a small picklable
+handle to attach to, and unlinks the segment on every exit path it can see: close() / the context
+manager, interpreter exit (atexit), SIGTERM and SIGINT (re-raised as the usual exceptions after the
+unlink). Workers never own the segment: a worker that dies leaves nothing behind, and the owner
+dying by SIGKILL is the only case left to the operating system (the segment's name starts with
+`wfrl-` and the owner's pid, see SEGMENT_PREFIX).
+
+WeightsBoard is the weights block inside it: the learner publishes a new flat weight vector with a
+version number under a sequence lock; workers copy a consistent version between episodes.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import signal
+import threading
+import weakref
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+
+SEGMENT_PREFIX = "wfrl-"
+_ALIGN = 64
+_live: "weakref.WeakSet[SharedArrays]" = weakref.WeakSet()
+_handlers_installed = False
+
+
+def _layout(spec: dict) -> tuple[dict, int]:
+    offsets, off = {}, 0
+    for name, (shape, dtype) in spec.items():
+        off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
+        offsets[name] = off
+        off += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return offsets, max(off, 1)
+
+
+def _views(buf, spec: dict, offsets: dict) -> dict:
+    return {name: np.ndarray(shape, dtype=dtype, buffer=buf, offset=offsets[name])
+            for name, (shape, dtype) in spec.items()}
+
+
+def _cleanup_all(*_):
+    for owner in list(_live):
+        owner.close()
+
+
+def _install_handlers():
+    """Unlink on SIGTERM/SIGINT too, then behave as Python would have."""
+    global _handlers_installed
+    if _handlers_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _handlers_installed = True
+    atexit.register(_cleanup_all)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(signum, frame, previous=previous):
+            _cleanup_all()
+            if callable(previous):
+                return previous(signum, frame)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
+
+        signal.signal(sig, handler)
+
+
+class SharedArrays:
+    """Named numpy arrays in one shared-memory segment owned by this process.
+
+    spec: {name: (shape, dtype)}. Arrays are zero-initialised.
+    """
+
+    def __init__(self, spec: dict):
+        self.spec = {k: (tuple(int(d) for d in shape), np.dtype(dt).str) for k, (shape, dt) in spec.items()}
+        self.offsets, size = _layout(self.spec)
+        self.name = f"{SEGMENT_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        self._shm = shared_memory.SharedMemory(name=self.name, create=True, size=size)
+        self._owner_pid = os.getpid()
+        self.arrays = _views(self._shm.buf, self.spec, self.offsets)
+        for a in self.arrays.values():
+            a[...] = 0
+        _live.add(self)
+        _install_handlers()
+
+    @property
+    def handle(self) -> tuple:
+        """What a worker needs to attach: (segment name, spec, offsets)."""
+        return (self.name, self.spec, self.offsets)
+
+    def close(self) -> None:
+        """Unlink the segment (idempotent; only the owning process unlinks)."""
+        shm, self._shm = getattr(self, "_shm", None), None
+        if shm is None or os.getpid() != self._owner_pid:
+            return
+        self.arrays = {}
+        try:
+            shm.close()
+        except BufferError:
+            pass  # views still exported somewhere; the unlink below is what frees the name
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+        _live.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Attached:
+    """A worker's view of an owner's segment. Never unlinks it."""
+
+    def __init__(self, handle: tuple):
+        name, spec, offsets = handle
+        # Attaching would register the name with the resource tracker (shared with the owner),
+        # which then unlinks or double-counts the owner's segment; the owner alone decides when
+        # it goes, so the attach is not registered at all.
+        register = resource_tracker.register
+        resource_tracker.register = lambda *a, **k: None
+        try:
+            self._shm = shared_memory.SharedMemory(name=name, create=False)
+        finally:
+            resource_tracker.register = register
+        self.arrays = _views(self._shm.buf, spec, offsets)
+
+    def close(self):
+        self.arrays = {}
+        try:
+            self._shm.close()
+        except BufferError:
+            pass
+
+
+def weights_spec(n: int) -> dict:
+    # seq: [sequence counter (odd while writing), published version]
+    return {"weights": ((n,), np.float32), "weights_seq": ((2,), np.int64)}
+
+
+class WeightsBoard:
+    """Sequence-locked weights inside a SharedArrays/Attached mapping."""
+
+    def __init__(self, arrays: dict):
+        self.w = arrays["weights"]
+        self.seq = arrays["weights_seq"]
+
+    def publish(self, flat: np.ndarray, version: int) -> None:
+        self.seq[0] += 1          # odd: a write is in progress
+        self.w[:] = flat
+        self.seq[1] = version
+        self.seq[0] += 1          # even: consistent
+
+    def read_into(self, out: np.ndarray) -> int:
+        """Copy a consistent version into `out`; returns its version number."""
+        while True:
+            s0 = int(self.seq[0])
+            if s0 % 2:
+                continue
+            out[:] = self.w
+            version = int(self.seq[1])
+            if int(self.seq[0]) == s0:
+                return version
+
+    @property
+    def version(self) -> int:
+        return int(self.seq[1])
+
+
+def leaked_segments(pid: int | None = None) -> list[str]:
+    """wfrl segments in /dev/shm (of one owner pid, or of any)."""
+    prefix = SEGMENT_PREFIX + (f"{pid}-" if pid is not None else "")
+    try:
+        return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+    except FileNotFoundError:
+        return []

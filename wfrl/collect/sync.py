@@ -1,0 +1,191 @@
+"""Synchronous collection: every worker's envs step together, one barrier per step.
+
+Worker w owns `envs_per_worker` envs (CybORG: one; simulator: many, stepped in one compiled call).
+Episodes are dealt out in waves of n_workers × envs_per_worker; within a wave all envs take step t,
+then wait for each other. Episode i of the batch is written to row i by whichever worker plays it,
+with the seeds of its global episode number, so the batch is identical to the sequential
+collector's. A worker that dies breaks the barrier; the owner then restarts every worker and plays
+the whole batch again (same seeds, same episodes).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import threading
+import time
+
+import numpy as np
+
+from wfrl.collect import worker
+from wfrl.collect.async_exec import MAX_POOL_REBUILDS, SharedCollectorBase
+from wfrl.collect.base import EpisodeStats
+from wfrl.envs.base import EP_LEN
+from wfrl.workflow import Workflow
+
+CMD_WORK, CMD_STOP = 1, 2
+
+
+def _sync_worker(*args):
+    """Worker process main. A broken barrier means the owner is stopping or restarting the
+    workers: leave quietly."""
+    try:
+        _sync_loop(*args)
+    except threading.BrokenBarrierError:
+        pass
+
+
+def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
+    """Wait for a command, play this worker's share of the batch in lock-step."""
+    from wfrl._core import Actor, SimSlots
+    from wfrl.rng import episode_seeds
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    st = worker.WorkerState(*init_args)
+    slots = SimSlots(k, st.backend.red_agent) if hasattr(st.backend, "slots") else None
+    stats = {"env_return": np.zeros(k, np.float32), "alignment": np.zeros(k, np.float32),
+             "compliance": np.zeros(k, np.float32), "fixes": np.zeros(k, np.int32),
+             "compliant": np.zeros(k, np.int32)}
+    while True:
+        start.wait()
+        op, first, n, wf_index = (int(v) for v in cmd[:4])
+        if op == CMD_STOP:
+            return
+        policy = st.policy(wf_index)
+        actor = None if slots is not None else Actor(policy)
+        wave = n_workers * k
+        for base in range(0, n, wave):
+            mine = [base + w * k + j for j in range(k)]
+            rows = np.array([r if r < n else -1 for r in mine], np.int64)
+            env_seeds, act_seeds = episode_seeds(st.seed, first + np.maximum(rows, 0))
+            if slots is not None:
+                slots.begin(env_seeds, act_seeds, rows, st.buffer)
+                for _t in range(EP_LEN):
+                    slots.step(policy, st.buffer)
+                    step.wait()
+                slots.stats(stats)
+                done_rows = [(j, int(r)) for j, r in enumerate(rows) if r >= 0]
+                st.record([r for _, r in done_rows], [EpisodeStats(
+                    first + r, float(stats["env_return"][j]), float(stats["alignment"][j]),
+                    float(stats["compliance"][j]), int(stats["fixes"][j]),
+                    int(stats["compliant"][j]), st.version) for j, r in done_rows])
+            else:
+                r = int(rows[0])
+                _cyborg_lockstep(st, actor, r, first + max(r, 0), int(env_seeds[0]),
+                                 int(act_seeds[0]), step)
+        done.wait()
+
+
+def _cyborg_lockstep(st, actor, row, episode, env_seed, act_seed, step):
+    """One CybORG episode stepped in lock-step with the other workers (row < 0: idle, but still
+    meets every barrier)."""
+    if row < 0:
+        for _ in range(EP_LEN):
+            step.wait()
+        return
+    be, buf = st.backend, st.buffer
+    be.seed(env_seed)
+    actor.begin(act_seed)
+    obs, access = be.reset()
+    buf.arrays["lengths"][row] = 0
+    env_return = alignment = 0.0
+    for t in range(EP_LEN):
+        action, logp, value, bonus = actor.act(obs, access)
+        nobs, reward, naccess = be.step(action)
+        if t == EP_LEN - 1:
+            bonus += actor.finish()
+        buf.push(row, obs, action, logp, value, reward + bonus, t == EP_LEN - 1, access)
+        env_return += reward
+        alignment += bonus
+        obs, access = nobs, naccess
+        step.wait()
+    st.record([row], [EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
+                                   actor.compliant, st.version)])
+
+
+class SyncCollector(SharedCollectorBase):
+    def __init__(self, *args, envs_per_worker: int | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.k = envs_per_worker or (1 if self.backend_name == "cyborg" else 256)
+        self.ctx = mp.get_context("spawn")
+        self.cmd = self.ctx.Array("q", 4, lock=False)
+        self.procs = []
+        self._idle = False
+        self._start_workers()
+
+    def _start_workers(self):
+        n = self.n_workers
+        self.start_b = self.ctx.Barrier(n + 1)
+        self.step_b = self.ctx.Barrier(n)
+        self.done_b = self.ctx.Barrier(n + 1)
+        self.procs = [self.ctx.Process(target=_sync_worker, daemon=True,
+                                       args=(w, n, self.k, self._init_args(), self.cmd,
+                                             self.start_b, self.step_b, self.done_b))
+                      for w in range(n)]
+        for p in self.procs:
+            p.start()
+
+    def _stop_workers(self):
+        for b in (getattr(self, "start_b", None), getattr(self, "step_b", None),
+                  getattr(self, "done_b", None)):
+            if b is not None:
+                b.abort()
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        self.procs = []
+
+    def _wait(self, barrier) -> bool:
+        """Wait at `barrier` while watching the workers; False if one died."""
+        result = {}
+
+        def waiter():
+            try:
+                barrier.wait()
+                result["ok"] = True
+            except threading.BrokenBarrierError:
+                result["ok"] = False
+
+        th = threading.Thread(target=waiter, daemon=True)
+        th.start()
+        while th.is_alive():
+            th.join(0.05)
+            if any(not p.is_alive() for p in self.procs):
+                barrier.abort()
+                th.join()
+                return False
+        return result.get("ok", False)
+
+    def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
+                n_episodes: int) -> list[EpisodeStats]:
+        if n_episodes > self.n_rows:
+            raise ValueError(f"{n_episodes} episodes do not fit {self.n_rows} rows")
+        self.board.publish(weights, version)
+        self._idle = False
+        while True:
+            self.buffer.clear()
+            self.cmd[:4] = [CMD_WORK, first_episode, n_episodes, workflow.index]
+            if self._wait(self.start_b) and self._wait(self.done_b):
+                self._idle = True
+                return self._stats(range(n_episodes))
+            self.rebuilds += 1
+            if self.rebuilds > MAX_POOL_REBUILDS:
+                raise RuntimeError("worker processes keep dying; giving up")
+            self._stop_workers()
+            time.sleep(0.05)
+            self._start_workers()
+
+    def close(self):
+        """Stop the workers (politely when they are idle, otherwise at once) and unlink."""
+        try:
+            if self._idle and self.procs and all(p.is_alive() for p in self.procs):
+                self.cmd[0] = CMD_STOP
+                self._wait(self.start_b)
+                for p in self.procs:
+                    p.join(timeout=5)
+        finally:
+            self._stop_workers()
+            self.shm.close()

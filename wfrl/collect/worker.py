@@ -1,0 +1,89 @@
+"""What runs inside a collector's worker process (torch-free).
+
+A worker attaches to the owner's shared memory, builds its backend once, and plays episodes with
+the compiled rollout loop straight into the shared trajectory rows it was assigned. It ignores
+SIGINT: Ctrl-C is the owner's to handle (it stops the workers and unlinks the memory).
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+
+from wfrl.collect.buffer import TRAJ_FIELDS
+from wfrl.collect.rollout import make_policy, run_episodes
+from wfrl.collect.shm import Attached, WeightsBoard
+from wfrl.envs import make_backend
+from wfrl.workflow import Workflow
+
+STATS_SPEC = {  # per buffer row: the episode that last completed in it
+    "st_episode": np.int64, "st_env_return": np.float32, "st_alignment": np.float32,
+    "st_compliance": np.float32, "st_fixes": np.int32, "st_compliant": np.int32,
+    "st_version": np.int64,
+}
+
+
+def shared_spec(n_rows: int, T: int, n_weights: int) -> dict:
+    spec = {name: ((n_rows, T) + tail, dt) for name, (dt, tail) in TRAJ_FIELDS.items()}
+    spec["lengths"] = ((n_rows,), np.int32)
+    spec.update({name: ((n_rows,), dt) for name, dt in STATS_SPEC.items()})
+    spec["weights"] = ((n_weights,), np.float32)
+    spec["weights_seq"] = ((2,), np.int64)
+    return spec
+
+
+class WorkerState:
+    def __init__(self, handle, backend, red_agent, hidden, lam, count_foothold, seed):
+        from wfrl._core import TrajectoryBuffer
+        self.att = Attached(handle)
+        a = self.att.arrays
+        self.buffer = TrajectoryBuffer({k: a[k] for k in list(TRAJ_FIELDS) + ["lengths"]})
+        self.stats = a
+        self.board = WeightsBoard(a)
+        self.weights = np.zeros_like(a["weights"])
+        self.version = -1
+        self.backend = make_backend(backend, red_agent)
+        self.hidden, self.lam, self.count_foothold, self.seed = hidden, lam, count_foothold, seed
+        self._policy_key = None
+        self._policy = None
+
+    def policy(self, workflow_index: int):
+        """The current weights as a compiled Policy, re-read when a new version was published."""
+        if self.board.version != self.version or self._policy is None \
+                or self._policy_key != workflow_index:
+            self.version = self.board.read_into(self.weights)
+            self._policy = make_policy(self.weights, self.hidden,
+                                       Workflow.from_index(workflow_index), self.lam,
+                                       self.count_foothold)
+            self._policy_key = workflow_index
+        return self._policy
+
+    def record(self, rows, stats):
+        s = self.stats
+        for r, e in zip(rows, stats):
+            s["st_episode"][r] = e.episode
+            s["st_env_return"][r] = e.env_return
+            s["st_alignment"][r] = e.alignment
+            s["st_compliance"][r] = e.compliance
+            s["st_fixes"][r] = e.fixes
+            s["st_compliant"][r] = e.compliant_fixes
+            s["st_version"][r] = e.weights_version
+
+
+_state: WorkerState | None = None
+
+
+def init(*args):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _state
+    _state = WorkerState(*args)
+
+
+def collect_task(episodes, rows, workflow_index: int):
+    """Play global episodes `episodes` into shared rows `rows`; returns (pid, version)."""
+    st = _state
+    policy = st.policy(workflow_index)
+    stats = run_episodes(st.backend, policy, episodes, st.seed, st.buffer, rows, st.version)
+    st.record(rows, stats)
+    return os.getpid(), st.version

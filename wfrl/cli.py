@@ -95,12 +95,29 @@ def _add_parity(sub):
                    help="print one JSON object: sim, cyborg ({mean, se, n}), diff, equivalent")
 
 
+def _add_bench(sub):
+    from wfrl.envs.base import BACKENDS, RED_AGENTS
+    p = sub.add_parser("bench", help="measure wfrl's throughput")
+    what = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
+    c = what.add_parser("collectors", help="every collector on the same workload, with the bare "
+                                           "environment rate measured in the same run")
+    c.add_argument("--backend", default="sim", metavar="|".join(BACKENDS))
+    c.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
+    c.add_argument("--n-workers", type=_int, default=2)
+    c.add_argument("--episodes", type=_int, default=None,
+                   help="episodes per collector (default: 2000 on sim, 40 on cyborg)")
+    c.add_argument("--json", action="store_true",
+                   help="print a JSON list, one object per collector: collector, episodes_per_s, "
+                        "steps_per_s, efficiency (and n_workers, startup_s, worker_rss_mb)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wfrl", description="workflow-conditioned PPO for CAGE Challenge 2")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_train(sub)
     _add_eval(sub)
     _add_parity(sub)
+    _add_bench(sub)
     return parser
 
 
@@ -165,10 +182,44 @@ def _cmd_parity(a) -> int:
     return 0
 
 
+def _cmd_bench(a) -> int:
+    from wfrl.benchmarks import bench_collectors
+    from wfrl.envs import make_backend
+    from wfrl.envs.base import check_backend, check_red_agent
+    check_backend(a.backend)
+    check_red_agent(a.red_agent)
+    if a.n_workers < 1:
+        raise UserError(f"--n-workers must be positive (got {a.n_workers})")
+    episodes = a.episodes or (40 if a.backend == "cyborg" else 2000)
+    if episodes < 1:
+        raise UserError(f"--episodes must be positive (got {episodes})")
+    make_backend(a.backend, a.red_agent).close()  # a missing extra fails here, in one line
+
+    def show(row):
+        if not a.json:
+            rss = f", worker RSS {row['worker_rss_mb']} MB" if row.get("worker_rss_mb") else ""
+            print(f"  {row['collector']:10s} x{row['n_workers']}: {row['episodes_per_s']:10.1f} "
+                  f"episodes/s {row['steps_per_s']:12.0f} steps/s  efficiency "
+                  f"{row['efficiency']:.3f}  (start-up {row['startup_s']:.1f} s{rss})", flush=True)
+
+    if not a.json:
+        print(f"{a.backend} vs {a.red_agent}, {episodes} episodes per collector")
+    res = bench_collectors(a.backend, a.n_workers, episodes, a.red_agent, progress=show)
+    if a.json:
+        print(json.dumps(res))
+    else:
+        b = res[0]
+        print(f"  bare env   x1: {b['episodes_per_s']:10.1f} episodes/s {b['steps_per_s']:12.0f} "
+              f"steps/s (reference)")
+    return 0
+
+
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return {"train": _cmd_train, "eval": _cmd_eval, "parity": _cmd_parity}[args.command](args)
+        commands = {"train": _cmd_train, "eval": _cmd_eval, "parity": _cmd_parity,
+                    "bench": _cmd_bench}
+        return commands[args.command](args)
     except UserError as exc:
         print(f"wfrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -104,7 +104,7 @@ def _cyborg_lockstep(st, actor, row, episode, env_seed, act_seed, step):
 class SyncCollector(SharedCollectorBase):
     def __init__(self, *args, envs_per_worker: int | None = None, **kw):
         super().__init__(*args, **kw)
-        self.k = envs_per_worker or (1 if self.backend_name == "cyborg" else 256)
+        self.k = envs_per_worker or (1 if self.backend_name == "cyborg" else 1024)
         self.ctx = mp.get_context("spawn")
         self.cmd = self.ctx.Array("q", 4, lock=False)
         self.procs = []

@@ -120,6 +120,10 @@ def test_training_stops_early_on_compliance(tmp_path):
     (["train", "--no-such-flag"], "unrecognized arguments"),
     (["eval"], "--checkpoint"),
     (["parity", "--blue", "nap"], "unknown blue policy"),
+    (["bench", "collectors", "--n-workers", "0"], "--n-workers must be positive"),
+    (["bench", "collectors", "--backend", "gpu"], "unknown backend"),
+    (["bench"], "required"),
+    (["train", "--collector", "async", "--n-workers", "0"], "--n-workers must be positive"),
     (["parity", "--red-agent", "EvilAgent"], "unknown red agent"),
     (["parity", "--episodes", "1"], "at least 2"),
     (["eval", "--checkpoint", "/nonexistent/ck.pt"], "does not exist"),
@@ -195,6 +199,17 @@ def test_train_on_the_simulator_by_default(tmp_path):
     assert cfg["backend"] == "sim"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["episodes"] == 40
+
+
+def test_bench_collectors_json():
+    res = wfrl("bench", "collectors", "--backend", "sim", "--n-workers", 2, "--episodes", 64,
+               "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["collector"] for r in rows] == ["bare-env", "sequential", "sync", "async"]
+    for r in rows:
+        assert {"collector", "episodes_per_s", "steps_per_s", "efficiency"} <= set(r)
+        assert r["episodes_per_s"] > 0 and r["steps_per_s"] == pytest.approx(100 * r["episodes_per_s"])
 
 
 def test_help_works():

@@ -116,6 +116,22 @@ def test_observation_bit_frequencies(records, red, policy):
                                    for (b,) in bad)
 
 
+def _binned(rec, bins=10):
+    """Per-episode frequency of each observation bit within each tenth of the episode:
+    [n, bins, 52]."""
+    return rec.obs.reshape(rec.n, bins, -1, 52).mean(axis=2)
+
+
+@pytest.mark.parametrize("red,policy", PAIRS)
+def test_observation_bits_over_time(records, red, policy):
+    """The same frequencies resolved in time (ten 10-step windows): catches a simulator that is
+    right on average but early or late."""
+    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
+    bad, fc, fs = _freq_mismatches(_binned(cy), _binned(sim), floor=0.03, z=5.0)
+    assert not len(bad), "; ".join(f"steps {10 * w}-{10 * w + 9} bit {b} (host {b // 4}): "
+                                   f"cyborg {fc[w, b]:.3f} sim {fs[w, b]:.3f}" for w, b in bad[:10])
+
+
 def test_bline_vs_sleep_trajectories_are_reproduced_step_by_step(records):
     """Under a sleeping blue, B_line's runs are few: every CybORG trajectory (the 100 rewards and
     the 100 observations) should appear verbatim among the simulator's."""

@@ -7,7 +7,6 @@ forward, sampling, compliance, buffer writes).
 Fixed seeds and sizes; the ratio test interleaves the two (A B A B …) so drifting machine speed
 cancels, and fails if the collector costs more than 1.10× bare stepping.
 """
-import copy
 import random
 import time
 
@@ -16,7 +15,7 @@ import pytest
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episodes
-from wfrl.envs.cyborg import CybORGBackend, _load
+from wfrl.envs.cyborg import CybORGBackend, challenge_env
 from wfrl.ppo.policy import ActorCritic
 from wfrl.workflow import Workflow
 
@@ -28,11 +27,8 @@ class Bare:
     """What a user without wfrl runs: ChallengeWrapper, uniform random actions."""
 
     def __init__(self, red="B_lineAgent"):
-        Main, ChallengeWrapper, scenario, agents = _load()
         random.seed(0)
-        self.env = ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
-                                             agents={"Red": agents[red]}),
-                                    agent_name="Blue", max_steps=100)
+        self.env = challenge_env(red)
         self.rng = random.Random(1)
 
     def episode(self):

@@ -10,7 +10,6 @@ Three figures, measured in one run (one core each: the calls below are single-th
 test_speed_targets interleaves them and fails below 2,000× (single env) or 1,000,000 env-steps/s
 (batched).
 """
-import copy
 import random
 import time
 
@@ -25,12 +24,9 @@ SINGLE_STEPS = 200_000
 
 class CybORGRandom:
     def __init__(self):
-        from wfrl.envs.cyborg import _load
-        Main, ChallengeWrapper, scenario, agents = _load()
+        from wfrl.envs.cyborg import challenge_env
         random.seed(0)
-        self.env = ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
-                                             agents={"Red": agents["B_lineAgent"]}),
-                                    agent_name="Blue", max_steps=100)
+        self.env = challenge_env("B_lineAgent")
         self.rng = random.Random(1)
 
     def episode(self):

@@ -9,11 +9,9 @@ there the ratio to the sequential collector is the figure to read.
 """
 from __future__ import annotations
 
-import copy
 import random
 import time
 
-import numpy as np
 
 from wfrl.collect.sequential import make_collector
 from wfrl.envs.base import EP_LEN
@@ -24,11 +22,8 @@ COLLECTOR_ORDER = ("sequential", "sync", "async")
 
 def bare_episodes_per_s(backend: str, red_agent: str, episodes: int) -> float:
     if backend == "cyborg":
-        from wfrl.envs.cyborg import _load
-        Main, ChallengeWrapper, scenario, agents = _load()
-        env = ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
-                                        agents={"Red": agents[red_agent]}),
-                               agent_name="Blue", max_steps=EP_LEN)
+        from wfrl.envs.cyborg import challenge_env
+        env = challenge_env(red_agent)
         rng = random.Random(0)
         env.reset()
         t = time.perf_counter()

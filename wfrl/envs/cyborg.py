@@ -45,6 +45,15 @@ def _load():
     return Main, ChallengeWrapper, CYBORG.CYBORG_SCENARIO_2_DICT, agents
 
 
+def challenge_env(red_agent: str = "B_lineAgent"):
+    """CybORG as users drive it without wfrl: ChallengeWrapper around a fresh Scenario2 (the bare
+    reference the benchmarks compare against)."""
+    Main, ChallengeWrapper, scenario, agents = _load()
+    return ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
+                                     agents={"Red": agents[check_red_agent(red_agent)]}),
+                            agent_name="Blue", max_steps=None)
+
+
 def available() -> bool:
     try:
         _load()

@@ -7,3 +7,10 @@ class UserError(Exception):
 
 class BackendUnavailable(UserError):
     """A backend's optional dependency is not installed."""
+
+
+def check_choice(what: str, value: str, choices) -> str:
+    """`value` if it is one of `choices`, else a UserError naming them."""
+    if value not in choices:
+        raise UserError(f"unknown {what} {value!r} (choose from {', '.join(choices)})")
+    return value

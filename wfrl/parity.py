@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM
-from wfrl.errors import UserError
+from wfrl.errors import UserError, check_choice
 
 BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy")
 Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile
@@ -64,9 +64,7 @@ def blue_actions(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator)
 
 
 def check_blue_policy(name: str) -> str:
-    if name not in BLUE_POLICIES:
-        raise UserError(f"unknown blue policy {name!r} (choose from {', '.join(BLUE_POLICIES)})")
-    return name
+    return check_choice("blue policy", name, BLUE_POLICIES)
 
 
 @dataclass

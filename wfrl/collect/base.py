@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wfrl.errors import UserError
+from wfrl.errors import check_choice
 
 COLLECTORS = ("sequential", "sync", "async")
 
 
 def check_collector(name: str) -> str:
-    if name not in COLLECTORS:
-        raise UserError(f"unknown collector {name!r} (choose from {', '.join(COLLECTORS)})")
-    return name
+    return check_choice("collector", name, COLLECTORS)
 
 
 @dataclass

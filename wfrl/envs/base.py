@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from wfrl.errors import UserError
+from wfrl.errors import check_choice
 
 OBS_DIM = 52
 N_ACTIONS = 145
@@ -43,12 +43,8 @@ class Backend(Protocol):
 
 
 def check_red_agent(name: str) -> str:
-    if name not in RED_AGENTS:
-        raise UserError(f"unknown red agent {name!r} (choose from {', '.join(RED_AGENTS)})")
-    return name
+    return check_choice("red agent", name, RED_AGENTS)
 
 
 def check_backend(name: str) -> str:
-    if name not in BACKENDS:
-        raise UserError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
-    return name
+    return check_choice("backend", name, BACKENDS)

@@ -157,7 +157,8 @@ def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code,
     if code is not None:
         assert proc.returncode == code, err
     else:
-        assert proc.returncode != 0
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert err.strip().splitlines()[-1] == "wfrl: terminated (signal 15)"
     assert "Traceback" not in err
     assert _live_session_processes(proc.pid) == []
     assert not leaked_segments(proc.pid)

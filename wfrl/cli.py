@@ -226,6 +226,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("wfrl: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        # SIGTERM while shared memory is held: wfrl.collect.shm unlinked it and exits 128+signum.
+        if isinstance(exc.code, int) and exc.code >= 128:
+            print(f"wfrl: terminated (signal {exc.code - 128})", file=sys.stderr)
+        raise
 
 
 if __name__ == "__main__":

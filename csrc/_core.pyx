@@ -445,9 +445,6 @@ cdef class Actor:
         return wfrl_compliance_rate(&self.a.comp)
 
 
-STATS_FIELDS = ("env_return", "alignment", "compliance", "fixes", "compliant")
-
-
 cdef class SimSlots:
     """n compiled CAGE2 episodes-in-progress (env + action RNG + compliance + current obs), for
     the compiled rollout loop. Storage is a numpy byte array owned here."""

@@ -23,10 +23,20 @@ def make_policy(weights: np.ndarray, hidden: int, workflow: Workflow, lam: float
     return Policy(weights, hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy)
 
 
-def _stats_arrays(n: int) -> dict:
+def stats_arrays(n: int) -> dict:
+    """The per-episode statistics arrays the compiled loop (SimSlots) writes."""
     return {"env_return": np.zeros(n, np.float32), "alignment": np.zeros(n, np.float32),
             "compliance": np.zeros(n, np.float32), "fixes": np.zeros(n, np.int32),
             "compliant": np.zeros(n, np.int32)}
+
+
+def stats_list(st: dict, episodes, version: int, index=None) -> list[EpisodeStats]:
+    """EpisodeStats of global episodes `episodes`, read from entries `index` (default 0, 1, …)
+    of stats_arrays `st`."""
+    index = range(len(episodes)) if index is None else index
+    return [EpisodeStats(int(e), float(st["env_return"][k]), float(st["alignment"][k]),
+                         float(st["compliance"][k]), int(st["fixes"][k]), int(st["compliant"][k]),
+                         version) for k, e in zip(index, episodes)]
 
 
 def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
@@ -38,20 +48,19 @@ def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
     env_seeds, act_seeds = episode_seeds(seed, episodes)
     slots = getattr(backend, "slots", None)
     if slots is not None:
-        st = _stats_arrays(len(episodes))
+        st = stats_arrays(len(episodes))
         slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st)
-        return [EpisodeStats(int(e), float(st["env_return"][k]), float(st["alignment"][k]),
-                             float(st["compliance"][k]), int(st["fixes"][k]),
-                             int(st["compliant"][k]), version)
-                for k, e in enumerate(episodes)]
+        return stats_list(st, episodes, version)
     from wfrl._core import Actor
     actor = Actor(policy)
-    return [_actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version)
+    return [actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version)
             for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
 
 
-def _actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version):
-    """One episode of a Python-stepped env (CybORG) with the compiled per-step actor."""
+def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version,
+                  after_step=None):
+    """One episode of a Python-stepped env (CybORG) with the compiled per-step actor.
+    after_step(), if given, runs after every step (the synchronous collector's barrier)."""
     backend.seed(env_seed)
     actor.begin(act_seed)
     obs, red_access = backend.reset()
@@ -69,6 +78,8 @@ def _actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, ver
         env_return += reward
         alignment += bonus
         obs, red_access = next_obs, next_access
+        if after_step is not None:
+            after_step()
     return EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
                         actor.compliant, version)
 

@@ -19,6 +19,7 @@ import numpy as np
 from wfrl.collect import worker
 from wfrl.collect.async_exec import MAX_POOL_REBUILDS, SharedCollectorBase
 from wfrl.collect.base import EpisodeStats
+from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
 
@@ -41,9 +42,7 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     st = worker.WorkerState(*init_args)
     slots = SimSlots(k, st.backend.red_agent) if hasattr(st.backend, "slots") else None
-    stats = {"env_return": np.zeros(k, np.float32), "alignment": np.zeros(k, np.float32),
-             "compliance": np.zeros(k, np.float32), "fixes": np.zeros(k, np.int32),
-             "compliant": np.zeros(k, np.int32)}
+    stats = stats_arrays(k)
     while True:
         start.wait()
         op, first, n, wf_index = (int(v) for v in cmd[:4])
@@ -62,43 +61,17 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
                     slots.step(policy, st.buffer)
                     step.wait()
                 slots.stats(stats)
-                done_rows = [(j, int(r)) for j, r in enumerate(rows) if r >= 0]
-                st.record([r for _, r in done_rows], [EpisodeStats(
-                    first + r, float(stats["env_return"][j]), float(stats["alignment"][j]),
-                    float(stats["compliance"][j]), int(stats["fixes"][j]),
-                    int(stats["compliant"][j]), st.version) for j, r in done_rows])
-            else:
+                used = [j for j, r in enumerate(rows) if r >= 0]
+                st.record(rows[used], stats_list(stats, first + rows[used], st.version, used))
+            elif rows[0] >= 0:
                 r = int(rows[0])
-                _cyborg_lockstep(st, actor, r, first + max(r, 0), int(env_seeds[0]),
-                                 int(act_seeds[0]), step)
+                st.record([r], [actor_episode(st.backend, actor, first + r, int(env_seeds[0]),
+                                              int(act_seeds[0]), st.buffer, r, st.version,
+                                              after_step=step.wait)])
+            else:  # no episode left for this worker in the wave: still meet every barrier
+                for _ in range(EP_LEN):
+                    step.wait()
         done.wait()
-
-
-def _cyborg_lockstep(st, actor, row, episode, env_seed, act_seed, step):
-    """One CybORG episode stepped in lock-step with the other workers (row < 0: idle, but still
-    meets every barrier)."""
-    if row < 0:
-        for _ in range(EP_LEN):
-            step.wait()
-        return
-    be, buf = st.backend, st.buffer
-    be.seed(env_seed)
-    actor.begin(act_seed)
-    obs, access = be.reset()
-    buf.arrays["lengths"][row] = 0
-    env_return = alignment = 0.0
-    for t in range(EP_LEN):
-        action, logp, value, bonus = actor.act(obs, access)
-        nobs, reward, naccess = be.step(action)
-        if t == EP_LEN - 1:
-            bonus += actor.finish()
-        buf.push(row, obs, action, logp, value, reward + bonus, t == EP_LEN - 1, access)
-        env_return += reward
-        alignment += bonus
-        obs, access = nobs, naccess
-        step.wait()
-    st.record([row], [EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
-                                   actor.compliant, st.version)])
 
 
 class SyncCollector(SharedCollectorBase):

@@ -1,0 +1,1 @@
+"""Workflow search: a Gaussian process over permutations, UCB, the compliance-gated loop."""

@@ -26,44 +26,105 @@ def _int(text):
     return v
 
 
+SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations")
+RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
+
+
+def _beta(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
 def _add_train(sub):
     from wfrl.collect.base import COLLECTORS
+    from wfrl.config import SearchConfig, TrainConfig
     from wfrl.envs.base import BACKENDS, RED_AGENTS
     from wfrl.ppo.learner import PPOConfig
-    d = PPOConfig()
-    p = sub.add_parser("train", help="train an order-conditioned PPO blue agent on one workflow")
-    p.add_argument("--backend", default="sim", metavar="|".join(BACKENDS),
+    d, s, t = PPOConfig(), SearchConfig(), TrainConfig()
+    p = sub.add_parser(
+        "train", help="search the workflows with GP-UCB (default), or train one with --workflow",
+        description="Without --workflow: a GP-UCB search over all 120 workflows (compliance-gated "
+                    "PPO on each visited one). With --workflow: train that workflow only. "
+                    "Defaults shown as search / single workflow.")
+    p.add_argument("--workflow", default=None,
+                   help="train only this priority order, e.g. 'defender,enterprise,op_server,"
+                        "op_host,user', 'op_server → enterprise → …' or a canonical name")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the interrupted search in DIR with its stored settings")
+    p.add_argument("--backend", default=None, metavar="|".join(BACKENDS),
                    help="environment backend: sim (compiled CAGE2, default) or cyborg (real CybORG)")
-    p.add_argument("--collector", default="sequential", metavar="|".join(COLLECTORS),
-                   help="experience collector (default: sequential)")
-    p.add_argument("--n-workers", type=_int, default=2,
-                   help="worker processes of the sync and async collectors (default: 2)")
-    p.add_argument("--workflow", default="balanced",
-                   help="priority order, e.g. 'defender,enterprise,op_server,op_host,user', "
-                        "'op_server → enterprise → …' or a canonical name (default: balanced)")
-    p.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
-    p.add_argument("--total-episodes", type=_int, default=1000)
-    p.add_argument("--episodes-per-update", type=_int, default=10)
-    p.add_argument("--min-episodes", type=_int, default=0,
-                   help="episodes before compliance may stop training (default: 0)")
-    p.add_argument("--alignment-lambda", type=float, default=1.0)
-    p.add_argument("--compliance-threshold", type=float, default=0.95)
-    p.add_argument("--count-foothold", action="store_true",
+    p.add_argument("--collector", default=None, metavar="|".join(COLLECTORS + ("auto",)),
+                   help=f"experience collector (default: {s.collector} / {t.collector}; auto = "
+                        "async with ≥ 2 cores, else sequential)")
+    p.add_argument("--n-workers", type=_int, default=None,
+                   help=f"workers of the parallel collectors (default: {s.n_workers})")
+    p.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster with --collector ray (default: a private local "
+                        "Ray instance)")
+    p.add_argument("--red-agent", default=None, metavar="|".join(RED_AGENTS),
+                   help=f"default: {s.red_agent}")
+    p.add_argument("--total-episodes", type=_int, default=None,
+                   help=f"episode budget (default: {s.total_episodes} / {t.total_episodes})")
+    p.add_argument("--max-episodes", type=_int, default=None,
+                   help=f"search: episodes one workflow visit may use (default: {s.max_episodes})")
+    p.add_argument("--min-episodes", type=_int, default=None,
+                   help="episodes before compliance may stop training "
+                        f"(default: {s.min_episodes} / {t.min_episodes})")
+    p.add_argument("--episodes-per-update", type=_int, default=None,
+                   help=f"default: {s.episodes_per_update} / {t.episodes_per_update}")
+    p.add_argument("--compliance-threshold", type=float, default=None,
+                   help=f"θ (default: {s.compliance_threshold})")
+    p.add_argument("--alignment-lambda", type=float, default=None,
+                   help=f"λ, weight of the alignment reward (default: {s.alignment_lambda})")
+    p.add_argument("--patience", type=_int, default=None,
+                   help="search: updates without a new best compliance before a visit gives up "
+                        f"(default: {s.patience})")
+    p.add_argument("--beta", type=_beta, default=None,
+                   help="search: constant UCB β (default: the GP-UCB schedule, see README)")
+    p.add_argument("--max-evaluations", type=_int, default=None,
+                   help="search: stop after this many workflow visits (default: budget only)")
+    p.add_argument("--count-foothold", action="store_true", default=None,
                    help="count red's permanent User0 foothold as compromised (original rule)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/latest", help="run directory (default: runs/latest)")
-    p.add_argument("--force", action="store_true", help="replace a run already in --out")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--out", default=None, help="run directory (default: runs/latest)")
+    p.add_argument("--force", action="store_true", default=None,
+                   help="replace a run already in --out")
     g = p.add_argument_group("PPO")
-    g.add_argument("--lr", type=float, default=d.lr)
-    g.add_argument("--gamma", type=float, default=d.gamma)
-    g.add_argument("--gae-lambda", type=float, default=d.gae_lambda)
-    g.add_argument("--clip", type=float, default=d.clip)
-    g.add_argument("--epochs", type=_int, default=d.epochs)
-    g.add_argument("--minibatches", type=_int, default=d.minibatches)
-    g.add_argument("--entropy-coef", type=float, default=d.entropy_coef)
-    g.add_argument("--value-coef", type=float, default=d.value_coef)
-    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
-    g.add_argument("--hidden", type=_int, default=d.hidden)
+    g.add_argument("--lr", type=float, default=None, help=f"default: {d.lr}")
+    g.add_argument("--gamma", type=float, default=None, help=f"default: {d.gamma}")
+    g.add_argument("--gae-lambda", type=float, default=None, help=f"default: {d.gae_lambda}")
+    g.add_argument("--clip", type=float, default=None, help=f"default: {d.clip}")
+    g.add_argument("--epochs", type=_int, default=None, help=f"default: {d.epochs}")
+    g.add_argument("--minibatches", type=_int, default=None, help=f"default: {d.minibatches}")
+    g.add_argument("--entropy-coef", type=float, default=None, help=f"default: {d.entropy_coef}")
+    g.add_argument("--value-coef", type=float, default=None, help=f"default: {d.value_coef}")
+    g.add_argument("--max-grad-norm", type=float, default=None, help=f"default: {d.max_grad_norm}")
+    g.add_argument("--hidden", type=_int, default=None, help=f"default: {d.hidden}")
+
+
+PPO_FLAGS = ("lr", "gamma", "gae_lambda", "clip", "epochs", "minibatches", "entropy_coef",
+             "value_coef", "max_grad_norm", "hidden")
+
+
+def _add_exhaustive(sub):
+    from wfrl.envs.base import BACKENDS, RED_AGENTS
+    from wfrl.search.exhaustive import ExhaustiveConfig
+    e = ExhaustiveConfig()
+    p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
+                                          "protocol (the search's ground truth)")
+    p.add_argument("--red-agent", default=e.red_agent, metavar="|".join(RED_AGENTS))
+    p.add_argument("--episodes-per-workflow", type=_int, default=e.episodes_per_workflow)
+    p.add_argument("--episodes-per-update", type=_int, default=e.episodes_per_update)
+    p.add_argument("--eval-episodes", type=_int, default=e.eval_episodes)
+    p.add_argument("--alignment-lambda", type=float, default=e.alignment_lambda)
+    p.add_argument("--backend", default=e.backend, metavar="|".join(BACKENDS))
+    p.add_argument("--collector", default=e.collector)
+    p.add_argument("--n-workers", type=_int, default=e.n_workers)
+    p.add_argument("--seed", type=int, default=e.seed)
+    p.add_argument("--out", default=e.out, help="directory for exhaustive.csv (an unfinished "
+                                                "table there is continued)")
 
 
 def _add_eval(sub):
@@ -115,28 +176,66 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wfrl", description="workflow-conditioned PPO for CAGE Challenge 2")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_train(sub)
+    _add_exhaustive(sub)
     _add_eval(sub)
     _add_parity(sub)
     _add_bench(sub)
     return parser
 
 
+def _given(a, names) -> dict:
+    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def _cmd_train(a) -> int:
-    from wfrl.config import TrainConfig
+    import dataclasses
+
+    from wfrl.config import SearchConfig, TrainConfig
     from wfrl.ppo.learner import PPOConfig
-    from wfrl.train import train
-    ppo = PPOConfig(lr=a.lr, gamma=a.gamma, gae_lambda=a.gae_lambda, clip=a.clip, epochs=a.epochs,
-                    minibatches=a.minibatches, entropy_coef=a.entropy_coef,
-                    value_coef=a.value_coef, max_grad_norm=a.max_grad_norm, hidden=a.hidden)
-    cfg = TrainConfig(workflow=a.workflow, backend=a.backend, collector=a.collector,
-                      n_workers=a.n_workers,
-                      red_agent=a.red_agent, total_episodes=a.total_episodes,
-                      episodes_per_update=a.episodes_per_update, min_episodes=a.min_episodes,
-                      alignment_lambda=a.alignment_lambda,
-                      compliance_threshold=a.compliance_threshold,
-                      count_foothold=a.count_foothold, seed=a.seed, out=a.out, force=a.force,
-                      ppo=ppo)
-    train(cfg.validate())
+    settings = [f.name for f in dataclasses.fields(SearchConfig) if f.name != "ppo"]
+    settings += [f.name for f in dataclasses.fields(TrainConfig)
+                 if f.name not in settings and f.name != "ppo"]
+    given = _given(a, settings)
+    ppo_given = _given(a, PPO_FLAGS)
+    if a.resume is not None:
+        from wfrl.search.loop import resume_config, search
+        fixed = [k for k in list(given) + list(ppo_given) if k not in RUNTIME_ONLY]
+        if fixed:
+            raise UserError(f"--resume continues with the run's stored settings; {_flag(fixed[0])}"
+                            f" cannot be changed (only {', '.join(map(_flag, RUNTIME_ONLY))})")
+        search(resume_config(a.resume, _given(a, RUNTIME_ONLY)), resume=True)
+        return 0
+    if a.workflow is not None:
+        from wfrl.train import train
+        bad = [k for k in SEARCH_ONLY + ("ray_address",) if k in given]
+        if bad:
+            raise UserError(f"{_flag(bad[0])} belongs to the workflow search; it does not apply "
+                            "with --workflow")
+        cfg = TrainConfig(**{k: v for k, v in given.items() if k != "ray_address"},
+                          ppo=PPOConfig(**ppo_given))
+        if cfg.collector == "ray":
+            raise UserError("--collector ray is available for the workflow search (without "
+                            "--workflow)")
+        train(cfg.validate())
+        return 0
+    from wfrl.search.loop import search
+    cfg = SearchConfig(**{k: v for k, v in given.items() if k != "workflow"},
+                       ppo=PPOConfig(**ppo_given))
+    search(cfg.validate())
+    return 0
+
+
+def _cmd_exhaustive(a) -> int:
+    from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive
+    exhaustive(ExhaustiveConfig(
+        red_agent=a.red_agent, episodes_per_workflow=a.episodes_per_workflow,
+        episodes_per_update=a.episodes_per_update, eval_episodes=a.eval_episodes,
+        alignment_lambda=a.alignment_lambda, backend=a.backend, collector=a.collector,
+        n_workers=a.n_workers, seed=a.seed, out=a.out).validate())
     return 0
 
 
@@ -217,7 +316,7 @@ def _cmd_bench(a) -> int:
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        commands = {"train": _cmd_train, "eval": _cmd_eval, "parity": _cmd_parity,
+        commands = {"train": _cmd_train, "exhaustive": _cmd_exhaustive, "eval": _cmd_eval, "parity": _cmd_parity,
                     "bench": _cmd_bench}
         return commands[args.command](args)
     except UserError as exc:

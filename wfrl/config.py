@@ -62,14 +62,7 @@ class TrainConfig:
             raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
         if self.alignment_lambda < 0:
             raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
-        p = self.ppo
-        for name in ("lr", "epochs", "minibatches", "hidden", "max_grad_norm"):
-            _positive(name, getattr(p, name))
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(p, name) <= 1.0:
-                raise UserError(f"--{name.replace('_', '-')} must lie in [0, 1]")
-        if not 0.0 < p.clip < 1.0:
-            raise UserError(f"--clip must lie in (0, 1) (got {p.clip})")
+        _check_ppo(self.ppo)
         return self
 
     def parsed_workflow(self) -> Workflow:
@@ -81,6 +74,115 @@ class TrainConfig:
         d["workflow_order"] = str(wf)
         d["workflow_id"] = wf.index
         return d
+
+
+def _check_ppo(p: PPOConfig) -> None:
+    for name in ("lr", "epochs", "minibatches", "hidden", "max_grad_norm"):
+        _positive(name, getattr(p, name))
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(p, name) <= 1.0:
+            raise UserError(f"--{name.replace('_', '-')} must lie in [0, 1]")
+    if not 0.0 < p.clip < 1.0:
+        raise UserError(f"--clip must lie in (0, 1) (got {p.clip})")
+
+
+AUTO_COLLECTOR = "auto"
+
+
+def best_collector() -> str:
+    """The collector `auto` stands for: async when the machine has a second core for its workers
+    (collection then overlaps between workers while the PPO update runs here), else sequential."""
+    import os
+    return "async" if (os.cpu_count() or 1) >= 2 else "sequential"
+
+
+@dataclass
+class SearchConfig:
+    """A GP-UCB workflow search (`wfrl train` without --workflow)."""
+    backend: str = "sim"
+    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
+    collector: str = AUTO_COLLECTOR
+    """sequential, sync, async, ray, or auto (the best for this machine)."""
+    n_workers: int = 2
+    """Worker processes / actors of the parallel collectors."""
+    red_agent: str = "B_lineAgent"
+    """Red attacker."""
+    total_episodes: int = 40_000
+    """Episode budget of the whole search (never exceeded)."""
+    max_episodes: int = 6_000
+    """Episodes one visit of a workflow may use."""
+    min_episodes: int = 500
+    """Episodes of a visit before compliance may end it."""
+    episodes_per_update: int = 50
+    """Episodes collected for each PPO update."""
+    compliance_threshold: float = 0.95
+    """θ: a visit ends successfully once an update's mean compliance reaches it."""
+    alignment_lambda: float = 30.0
+    """λ: weight of the compliance alignment reward."""
+    patience: int = 20
+    """Updates without a new best compliance before a visit gives up."""
+    beta: float | None = None
+    """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
+    max_evaluations: int = 0
+    """Stop after this many workflow visits (0: only the episode budget stops the search)."""
+    count_foothold: bool = False
+    """Count red's permanent User0 foothold as compromised (the original system's rule)."""
+    seed: int = 0
+    """Seed of the search, the learners and every episode."""
+    out: str = "runs/latest"
+    """Run directory."""
+    force: bool = False
+    """Replace a run already in --out."""
+    ray_address: str | None = None
+    """Ray cluster to join with --collector ray (default: a private local instance)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyperparameters."""
+
+    def validate(self) -> "SearchConfig":
+        check_backend(self.backend)
+        if self.collector != AUTO_COLLECTOR:
+            check_collector(self.collector)
+        check_red_agent(self.red_agent)
+        for name in ("total_episodes", "max_episodes", "episodes_per_update", "n_workers",
+                     "patience"):
+            _positive(name, getattr(self, name))
+        for name in ("min_episodes", "max_evaluations"):
+            if getattr(self, name) < 0:
+                raise UserError(f"--{name.replace('_', '-')} must be non-negative "
+                                f"(got {getattr(self, name)})")
+        if not 0.0 <= self.compliance_threshold <= 1.0:
+            raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
+        if self.alignment_lambda < 0:
+            raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
+        if self.beta is not None and self.beta < 0:
+            raise UserError(f"--beta must be non-negative (got {self.beta})")
+        _check_ppo(self.ppo)
+        return self
+
+    def resolved_collector(self) -> str:
+        return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SearchConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise UserError(f"unknown setting {unknown[0]!r} in the run's experiment_config.json")
+        d = dict(d)
+        ppo = d.pop("ppo", {}) or {}
+        if not isinstance(ppo, dict):
+            raise UserError("'ppo' in the run's experiment_config.json is not an object")
+        ppo_names = {f.name for f in dataclasses.fields(PPOConfig)}
+        bad = sorted(set(ppo) - ppo_names)
+        if bad:
+            raise UserError(f"unknown PPO setting {bad[0]!r} in the run's experiment_config.json")
+        try:
+            return cls(**d, ppo=PPOConfig(**ppo))
+        except TypeError as exc:
+            raise UserError(f"bad experiment_config.json: {exc}") from None
 
 
 @dataclass

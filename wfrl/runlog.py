@@ -17,7 +17,7 @@ from wfrl.errors import UserError
 
 CHECKPOINT_FORMAT = "wfrl/ppo-checkpoint"
 CHECKPOINT_VERSION = 1
-RUN_MARKERS = ("experiment_config.json", "training_log.csv", "checkpoint.pt")
+RUN_MARKERS = ("experiment_config.json", "training_log.csv", "checkpoint.pt", "search_state.pt")
 
 
 class RunDir:

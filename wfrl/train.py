@@ -29,6 +29,40 @@ def _mean_se(x):
     return float(x.mean()), se
 
 
+def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
+    """Collect n episodes with the learner's current weights, then one PPO update on them.
+    Returns (episode stats, update stats, collection seconds, update seconds)."""
+    t0 = time.perf_counter()
+    eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n)
+    t1 = time.perf_counter()
+    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda)
+    ustats = learner.update(batch)
+    return eps, ustats, t1 - t0, time.perf_counter() - t1
+
+
+def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version) -> dict:
+    """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf."""
+    env_r, env_se = _mean_se([e.env_return for e in eps])
+    align = float(np.mean([e.alignment for e in eps]))
+    return {
+        "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,
+        "Episodes": episodes, "Total_Episodes_Sampled": total_sampled,
+        "Env_Reward": round(env_r, 4), "Env_Reward_SE": round(env_se, 4),
+        "Alignment_Bonus": round(align, 4), "Total_Reward": round(env_r + align, 4),
+        "Compliance": round(float(np.mean([e.compliance for e in eps])), 4),
+        "Avg_Fixes": round(float(np.mean([e.fixes for e in eps])), 3),
+        "Collection_Time": round(t_collect, 4), "Update_Time": round(t_update, 4),
+        "Episodes_Per_Second": round(len(eps) / max(t_collect, 1e-9), 3),
+        "Policy_Loss": round(ustats["policy_loss"], 5),
+        "Value_Loss": round(ustats["value_loss"], 5),
+        "Entropy": round(ustats["entropy"], 5), "Approx_KL": round(ustats["approx_kl"], 6),
+        "Weights_Version": version,
+    }
+
+# Columns that hold wall-clock measurements (differ between otherwise identical runs).
+TIMING_COLUMNS = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
+
+
 def train(cfg: TrainConfig, progress=None) -> dict:
     """Run training as configured; returns the summary that is also written to summary.json."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -50,38 +84,19 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     try:
         while episodes < cfg.total_episodes:
             n = min(M, cfg.total_episodes - episodes)
-            t0 = time.perf_counter()
-            eps = collector.collect(learner.flat_weights(), learner.version, wf, episodes, n)
-            t1 = time.perf_counter()
-            batch = to_batch(collector.buffer, row_cond, cfg.ppo.gamma, cfg.ppo.gae_lambda)
-            ustats = learner.update(batch)
-            t2 = time.perf_counter()
+            eps, ustats, tc, tu = ppo_step(collector, learner, wf, row_cond, episodes, n, cfg.ppo)
             episodes += n
             update += 1
-
-            env_r, env_se = _mean_se([e.env_return for e in eps])
-            align = float(np.mean([e.alignment for e in eps]))
-            compliance = float(np.mean([e.compliance for e in eps]))
-            log.append({
-                "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,
-                "Episodes": episodes, "Total_Episodes_Sampled": episodes,
-                "Env_Reward": round(env_r, 4), "Env_Reward_SE": round(env_se, 4),
-                "Alignment_Bonus": round(align, 4), "Total_Reward": round(env_r + align, 4),
-                "Compliance": round(compliance, 4),
-                "Avg_Fixes": round(float(np.mean([e.fixes for e in eps])), 3),
-                "Collection_Time": round(t1 - t0, 4), "Update_Time": round(t2 - t1, 4),
-                "Episodes_Per_Second": round(n / (t1 - t0), 3),
-                "Policy_Loss": round(ustats["policy_loss"], 5),
-                "Value_Loss": round(ustats["value_loss"], 5),
-                "Entropy": round(ustats["entropy"], 5), "Approx_KL": round(ustats["approx_kl"], 6),
-                "Weights_Version": learner.version,
-            })
+            row = log_row(wf, update, episodes, episodes, eps, ustats, tc, tu, learner.version)
+            log.append(row)
+            env_r, env_se = row["Env_Reward"], row["Env_Reward_SE"]
+            align, compliance = row["Alignment_Bonus"], row["Compliance"]
             save_checkpoint(run.file("checkpoint.pt"), {
                 **learner.state(), "hidden": cfg.ppo.hidden, "workflow": str(wf),
                 "workflow_id": wf.index, "episodes": episodes, "config": cfg.to_dict()})
             elapsed = time.perf_counter() - started
             progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
-                     f"{episodes / elapsed:7.2f} eps/s (collect {n / (t1 - t0):.2f}) | "
+                     f"{episodes / elapsed:7.2f} eps/s (collect {n / tc:.2f}) | "
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
                      f"compliance {compliance:.3f}")
             if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:

@@ -1,0 +1,283 @@
+"""The workflow search: the GP over permutations, UCB, the compliance-gated loop, its records, and
+resuming after a kill."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wfrl.config import SearchConfig
+from wfrl.errors import UserError
+from wfrl.ppo.learner import PPOConfig
+from wfrl.runlog import read_csv
+from wfrl.search import gp
+from wfrl.search.loop import WorkflowSearch, closest_trained, search
+from wfrl.train import TIMING_COLUMNS
+from wfrl.workflow import Workflow, all_workflows, kendall_distance
+
+ALL = list(range(120))
+
+
+# ------------------------------------------------------------------------------- kernel / GP
+def test_discordant_pairs_is_kendall_distance():
+    wfs = all_workflows()
+    rng = np.random.default_rng(0)
+    for a, b in rng.integers(0, 120, size=(300, 2)):
+        assert gp.discordant_pairs(a, b) == round(10 * kendall_distance(wfs[a], wfs[b]))
+    assert gp.discordant_pairs(0, 119) == 10  # reversed order
+
+
+@pytest.mark.parametrize("ell", [0.05, 0.3, 1.0, 3.0])
+def test_mallows_kernel_is_psd_and_equals_rbf_on_embedding(ell):
+    from sklearn.gaussian_process.kernels import RBF
+    K = gp.mallows_kernel(ALL, ALL, s2=2.5, ell=ell)
+    assert np.allclose(K, K.T)
+    assert np.linalg.eigvalsh(K).min() > -1e-9
+    rbf = 2.5 * RBF(gp.rbf_length_scale(ell))(gp.ALL_EMBEDDED)
+    np.testing.assert_allclose(K, rbf, rtol=1e-12, atol=1e-12)
+    # The embedding is ±1 with one coordinate per type pair, and distinct per workflow.
+    assert gp.ALL_EMBEDDED.shape == (120, 10)
+    assert len({tuple(r) for r in gp.ALL_EMBEDDED}) == 120
+
+
+def test_posterior_interpolates_noise_free_observations():
+    idx = [0, 7, 33, 64, 101, 119]
+    y = np.array([-40.0, -55.0, -38.0, -70.0, -61.0, -45.0])
+    model = gp.PermutationGP(optimize=False, length_scale=2.0, noise=1e-9).fit(idx, y)
+    mu, sd = model.predict(idx)
+    np.testing.assert_allclose(mu, y, atol=1e-3)
+    assert sd.max() < 1e-2
+    _, sd_all = model.predict()
+    far = [i for i in ALL if min(gp.discordant_pairs(i, j) for j in idx) >= 3]
+    assert far and sd_all[far].min() > 10 * sd.max()  # uncertainty away from the data
+
+
+def test_repeated_observations_are_noisy_not_ignored():
+    """Two different rewards for one workflow: the posterior sits between them, and a third
+    observation moves it."""
+    model = gp.PermutationGP(optimize=False, noise=0.05)
+    mu2 = model.fit([5, 5, 90], [-50.0, -40.0, -80.0], [1.0, 1.0, 1.0]).predict([5])[0][0]
+    assert -50.0 < mu2 < -40.0
+    mu3 = model.fit([5, 5, 5, 90], [-50.0, -40.0, -40.0, -80.0], [1.0] * 4).predict([5])[0][0]
+    assert mu3 > mu2
+
+
+def test_ucb_explores_with_large_beta_and_exploits_with_zero():
+    # Observations clustered around workflow 0 (the identity order); the best is at 1.
+    near = [0, 1, 2, 6]
+    y = [-50.0, -30.0, -45.0, -48.0]
+    model = gp.PermutationGP(optimize=False, length_scale=2.0, noise=1e-4).fit(near, y)
+    mu, sd = model.predict()
+    rng = np.random.default_rng(0)
+    exploit = gp.argmax_ucb(gp.ucb_scores(mu, sd, 0.0), rng)
+    assert exploit == 1
+    explore = gp.argmax_ucb(gp.ucb_scores(mu, sd, 1e6), rng)
+    assert explore not in near
+    dist = min(gp.discordant_pairs(explore, j) for j in near)
+    assert dist == max(min(gp.discordant_pairs(i, j) for j in near) for i in ALL)
+
+
+def test_beta_schedule_grows_slowly():
+    b = [gp.beta_schedule(t) for t in (1, 2, 10, 20)]
+    assert all(x < y for x, y in zip(b, b[1:]))
+    assert 1.5 < np.sqrt(b[0]) < 2.0 and np.sqrt(b[-1]) < 2.5
+
+
+def test_closest_trained_workflow():
+    wf = Workflow.parse("op_server,enterprise,defender,op_host,user").index
+    trained = {Workflow.parse("user,op_host,defender,enterprise,op_server").index: 1,   # d = 10
+               Workflow.parse("op_server,enterprise,defender,user,op_host").index: 1,   # d = 1
+               Workflow.parse("enterprise,op_server,defender,user,op_host").index: 1}   # d = 2
+    assert closest_trained(wf, trained) == Workflow.parse(
+        "op_server,enterprise,defender,user,op_host").index
+    assert closest_trained(wf, {}) is None
+    assert closest_trained(wf, {wf: 5, **trained}) == wf
+
+
+# ------------------------------------------------------------------------------- the loop
+def _cfg(out, **kw):
+    base = dict(total_episodes=1000, max_episodes=300, min_episodes=100, episodes_per_update=50,
+                compliance_threshold=0.3, patience=4, collector="sequential", seed=3,
+                out=str(out), ppo=PPOConfig(hidden=32, epochs=2))
+    base.update(kw)
+    return SearchConfig(**base)
+
+
+def _quiet(_line):
+    pass
+
+
+def _comparable(rows):
+    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("search") / "run"
+    summary = search(_cfg(out, total_episodes=730), progress=_quiet)
+    return out, summary
+
+
+def test_search_budget_records_and_inheritance(reference_run):
+    out, summary = reference_run
+    log = read_csv(out / "training_log.csv")
+    gpl = read_csv(out / "gp_sampling_log.csv")
+    assert summary["episodes_used"] == 730  # the budget, exactly: the last update is smaller
+    assert int(log[-1]["Total_Episodes_Sampled"]) == 730
+    per_update = np.diff([0] + [int(r["Total_Episodes_Sampled"]) for r in log])
+    assert per_update.max() <= 50 and per_update.sum() == 730
+    # one gp row per visit; a visit never exceeds max_episodes
+    assert len(gpl) == summary["visits"] >= 3
+    assert any(r["GP_Updated"] == "True" for r in gpl)
+    assert all(int(r["Episodes_Trained"]) <= 300 for r in gpl)
+    assert [int(r["Iteration"]) for r in gpl] == list(range(1, len(gpl) + 1))
+    # GP_Updated exactly when the final compliance reached θ
+    for r in gpl:
+        assert (r["GP_Updated"] == "True") == (float(r["Final_Compliance"]) >= 0.3)
+    # inheritance: visit k starts from the closest workflow trained in visits < k
+    trained = set()
+    for r in gpl:
+        w = int(r["Workflow_ID"])
+        expect = closest_trained(w, trained)
+        got = Workflow.parse(r["Inherited_From"]).index if r["Inherited_From"] else None
+        assert got == expect
+        trained.add(w)
+    for w in trained:
+        assert (out / "checkpoints" / f"wf_{w:03d}.pt").is_file()
+    for png in ("learning_curves.png", "gp_posterior.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    s = json.loads((out / "summary.json").read_text())
+    cfg = json.loads((out / "experiment_config.json").read_text())
+    assert cfg["mode"] == "search" and cfg["total_episodes"] == 730
+    if s["best_workflow"] is not None:
+        assert s["best_workflow"] in {r["Workflow"] for r in gpl if r["GP_Updated"] == "True"}
+
+
+def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monkeypatch):
+    """The process dies after an update's log row was written but before the state commit: the
+    resumed run drops that row, redoes the update and ends identical to the uninterrupted one."""
+    ref_out, ref_summary = reference_run
+    out = tmp_path / "run"
+    real = WorkflowSearch._commit
+
+    def dying_commit(self, learner):
+        if self.meta["rows"]["training_log"] == 8:  # update 8 logged, about to be committed
+            raise KeyboardInterrupt  # as if killed here
+        real(self, learner)
+
+    monkeypatch.setattr(WorkflowSearch, "_commit", dying_commit)
+    with pytest.raises(KeyboardInterrupt):
+        search(_cfg(out, total_episodes=730), progress=_quiet)
+    monkeypatch.setattr(WorkflowSearch, "_commit", real)
+    from wfrl.search.loop import load_state
+    rows_before = len(read_csv(out / "training_log.csv"))
+    committed = load_state(out / "search_state.pt")[0]["rows"]["training_log"]
+    assert (rows_before, committed) == (8, 7)  # update 8's row was written, its commit was not
+    summary = search(_resume_cfg(out), resume=True, progress=_quiet)
+    assert _comparable(read_csv(out / "training_log.csv")) == \
+        _comparable(read_csv(ref_out / "training_log.csv"))
+    assert read_csv(out / "gp_sampling_log.csv") == read_csv(ref_out / "gp_sampling_log.csv")
+    assert summary["episodes_used"] == ref_summary["episodes_used"]
+    assert summary["top"] == ref_summary["top"]
+
+
+def _resume_cfg(out):
+    from wfrl.search.loop import resume_config
+    return resume_config(str(out))
+
+
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
+    ref_out, ref_summary = reference_run
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "wfrl", "train", "--total-episodes", "730",
+            "--max-episodes", "300", "--min-episodes", "100", "--episodes-per-update", "50",
+            "--compliance-threshold", "0.3", "--patience", "4", "--collector", "sequential",
+            "--seed", "3", "--hidden", "32", "--epochs", "2", "--out", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "training_log.csv"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) > 9:  # mid-search: ≥ 9 updates
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "resuming" in done.stderr
+    assert _comparable(read_csv(out / "training_log.csv")) == \
+        _comparable(read_csv(ref_out / "training_log.csv"))
+    assert read_csv(out / "gp_sampling_log.csv") == read_csv(ref_out / "gp_sampling_log.csv")
+    s = json.loads((out / "summary.json").read_text())
+    assert s["episodes_used"] == ref_summary["episodes_used"] and s["top"] == ref_summary["top"]
+    # resuming a finished run is refused in one line
+    again = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "has finished" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+class _Result:
+    def __init__(self, returncode, stderr):
+        self.returncode, self.stderr = returncode, stderr
+
+
+def _cli(*args):
+    """wfrl's main() in this process (a subprocess per case costs seconds of imports)."""
+    import contextlib
+    import io
+
+    from wfrl.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return _Result(code, err.getvalue())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--resume", "/nonexistent/run"], "not a directory"),
+    (["train", "--workflow", "balanced", "--max-episodes", "10"], "belongs to the workflow search"),
+    (["train", "--beta", "-1", "--out", "{tmp}/x"], "--beta must be non-negative"),
+    (["train", "--beta", "lots"], "expected a number"),
+    (["train", "--patience", "0", "--out", "{tmp}/x"], "--patience must be positive"),
+    (["train", "--collector", "bogus", "--out", "{tmp}/x"], "unknown collector"),
+    (["exhaustive", "--red-agent", "Nobody", "--out", "{tmp}/x"], "unknown red agent"),
+])
+def test_cli_errors_are_one_line(tmp_path, args, message):
+    r = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_resume_refuses_changed_settings_and_damaged_state(tmp_path, reference_run):
+    ref_out, _ = reference_run
+    r = _cli("train", "--resume", str(ref_out), "--seed", "4")
+    assert r.returncode == 2 and "--seed cannot be changed" in r.stderr
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for f in ("experiment_config.json", "training_log.csv", "gp_sampling_log.csv"):
+        (damaged / f).write_bytes((Path(ref_out) / f).read_bytes())
+    state = (Path(ref_out) / "search_state.pt").read_bytes()
+    (damaged / "search_state.pt").write_bytes(state[: len(state) // 2])
+    before = {f: (damaged / f).read_bytes() for f in ("training_log.csv", "gp_sampling_log.csv")}
+    r = _cli("train", "--resume", str(damaged))
+    assert r.returncode == 2 and "damaged" in r.stderr and "Traceback" not in r.stderr
+    assert before == {f: (damaged / f).read_bytes() for f in before}  # nothing touched
+    (damaged / "experiment_config.json").write_text("{not json")
+    r = _cli("train", "--resume", str(damaged))
+    assert r.returncode == 2 and "not JSON" in r.stderr
+
+
+def test_existing_run_is_not_overwritten(reference_run):
+    ref_out, _ = reference_run
+    before = (ref_out / "training_log.csv").read_bytes()
+    with pytest.raises(UserError, match="already holds a run"):
+        WorkflowSearch(_cfg(ref_out))
+    assert (ref_out / "training_log.csv").read_bytes() == before

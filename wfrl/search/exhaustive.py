@@ -1,0 +1,132 @@
+"""Ground truth for the search: every workflow trained and evaluated under one fixed protocol.
+
+Protocol (the same for all 120, so their rewards are comparable): a fresh learner with the run's
+seed, `episodes_per_workflow` training episodes in updates of `episodes_per_update` (no early stop),
+then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
+episode numbers reserved for evaluation. Reward is their mean env return with its standard error,
+Compliance their mean compliance. Rows are appended (and fsynced) one workflow at a time, so an
+interrupted run continues where it stopped when started again with the same --out.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wfrl import __version__
+from wfrl.collect.base import check_collector
+from wfrl.collect.sequential import make_collector
+from wfrl.envs import make_backend
+from wfrl.envs.base import check_backend, check_red_agent
+from wfrl.errors import UserError
+from wfrl.ppo.learner import PPOConfig, PPOLearner
+from wfrl.runlog import CsvLog, read_csv, write_json
+from wfrl.train import ppo_step
+from wfrl.workflow import Workflow, all_workflows
+
+COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
+           "Train_Compliance", "Episodes", "Seconds"]
+EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with training ones
+
+
+@dataclass
+class ExhaustiveConfig:
+    red_agent: str = "B_lineAgent"
+    episodes_per_workflow: int = 3000
+    episodes_per_update: int = 50
+    eval_episodes: int = 200
+    alignment_lambda: float = 30.0
+    backend: str = "sim"
+    collector: str = "sequential"
+    n_workers: int = 2
+    seed: int = 0
+    out: str = "runs/exhaustive"
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+    def validate(self) -> "ExhaustiveConfig":
+        check_backend(self.backend)
+        check_red_agent(self.red_agent)
+        check_collector(self.collector)
+        for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"--{name.replace('_', '-')} must be positive "
+                                f"(got {getattr(self, name)})")
+        return self
+
+
+def load_exhaustive(path) -> list[dict]:
+    """Rows of an exhaustive.csv with numbers parsed, plus Rank (1 = highest Reward)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path} does not exist")
+    try:
+        rows = read_csv(path)
+        for r in rows:
+            r["Workflow_ID"] = int(r["Workflow_ID"])
+            for k in ("Reward", "Reward_SE", "Compliance"):
+                r[k] = float(r[k])
+    except (KeyError, ValueError) as exc:
+        raise UserError(f"{path} is not an exhaustive.csv ({exc})") from None
+    for rank, r in enumerate(sorted(rows, key=lambda r: -r["Reward"]), 1):
+        r["Rank"] = rank
+    return rows
+
+
+def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
+    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    cfg.validate()
+    out = Path(cfg.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output directory {out}: {exc.strerror}") from None
+    make_backend(cfg.backend, cfg.red_agent).close()
+    csv_path = out / "exhaustive.csv"
+    done = set()
+    if csv_path.exists():
+        done = {r["Workflow_ID"] for r in load_exhaustive(csv_path)}
+        progress(f"continuing {csv_path}: {len(done)} of 120 workflows done")
+    else:
+        write_json(out / "experiment_config.json",
+                   {"mode": "exhaustive", "wfrl_version": __version__, **asdict(cfg)})
+    log = CsvLog(csv_path, COLUMNS, fresh=not csv_path.exists())
+    M = max(cfg.episodes_per_update, cfg.eval_episodes)
+    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
+                               cfg.alignment_lambda, False, cfg.n_workers, M)
+    try:
+        for wf in all_workflows():
+            if wf.index in done:
+                continue
+            t0 = time.perf_counter()
+            learner = PPOLearner(cfg.ppo, seed=cfg.seed)
+            cond = np.tile(wf.onehot(), (M, 1))
+            used, last = 0, None
+            while used < cfg.episodes_per_workflow:
+                n = min(cfg.episodes_per_update, cfg.episodes_per_workflow - used)
+                last, _, _, _ = ppo_step(collector, learner, wf, cond, used, n, cfg.ppo)
+                used += n
+            ev = collector.collect(learner.flat_weights(), learner.version, wf,
+                                   EVAL_EPISODE_BASE, cfg.eval_episodes)
+            r = np.array([e.env_return for e in ev], dtype=np.float64)
+            row = {"Workflow": str(wf), "Workflow_ID": wf.index,
+                   "Reward": round(float(r.mean()), 4),
+                   "Reward_SE": round(float(r.std(ddof=1) / np.sqrt(len(r))), 4),
+                   "Compliance": round(float(np.mean([e.compliance for e in ev])), 4),
+                   "Train_Reward": round(float(np.mean([e.env_return for e in last])), 4),
+                   "Train_Compliance": round(float(np.mean([e.compliance for e in last])), 4),
+                   "Episodes": used, "Seconds": round(time.perf_counter() - t0, 2)}
+            log.append(row)
+            done.add(wf.index)
+            progress(f"[{len(done):3d}/120] {wf.arrow():60s} reward {row['Reward']:8.2f} ± "
+                     f"{row['Reward_SE']:.2f}  compliance {row['Compliance']:.3f}  "
+                     f"({row['Seconds']:.1f} s)")
+    finally:
+        collector.close()
+    rows = load_exhaustive(csv_path)
+    best = min(rows, key=lambda r: r["Rank"])
+    progress(f"best: {Workflow.from_index(best['Workflow_ID']).arrow()} reward "
+             f"{best['Reward']:.2f} ± {best['Reward_SE']:.2f}; table in {csv_path}")
+    return csv_path

@@ -1,0 +1,390 @@
+"""The compliance-gated GP-UCB search over workflows, resumable after any kill.
+
+One iteration = one *visit* of a workflow: pick w by UCB over the GP posterior; train PPO on w —
+from w's own policy if it was trained before, else from the closest trained workflow by Kendall
+distance, else from scratch — one update of `episodes_per_update` episodes at a time, until the
+update's mean compliance reaches θ (after `min_episodes`), the visit used `max_episodes`, compliance
+has not improved for `patience` updates, or the search budget is spent. If the last update's
+compliance reached θ, its mean env reward (with its standard error as the noise) becomes a GP
+observation. Every episode of the search has a distinct global number, hence its own seeds.
+
+Durability. `search_state.pt` is the commit point, replaced atomically after every update. It holds
+the counters, the GP observations, the finished visits, the visit in progress with its learner
+(weights, optimiser, shuffle RNG) and how many rows each CSV log had at that moment. Log rows and
+per-workflow checkpoints are written *before* the commit, so after a kill (even SIGKILL)
+`--resume` truncates the logs to the committed row counts, restores the learner and redoes the
+interrupted update — which, with episodes seeded by their global number and the learner's RNG
+restored, reproduces it exactly: no episode counted twice, no log line duplicated or lost.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wfrl import __version__
+from wfrl.collect.sequential import make_collector
+from wfrl.config import SearchConfig
+from wfrl.envs import make_backend
+from wfrl.errors import UserError
+from wfrl.ppo.learner import PPOLearner
+from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
+                         save_checkpoint, write_json)
+from wfrl.search.gp import (N_WORKFLOWS, PermutationGP, argmax_ucb, beta_schedule,
+                            discordant_pairs, ucb_scores)
+from wfrl.train import LOG_COLUMNS, log_row, ppo_step
+from wfrl.workflow import Workflow
+
+STATE_FILE = "search_state.pt"
+STATE_FORMAT = "wfrl/search-state"
+STATE_VERSION = 1
+GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
+              "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
+              "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
+              "Total_Episodes_Sampled"]
+
+
+def checkpoint_path(run: Path, wf_index: int) -> Path:
+    return Path(run) / "checkpoints" / f"wf_{wf_index:03d}.pt"
+
+
+def _new_state() -> dict:
+    return {"iteration": 0, "episodes_used": 0, "updates": 0, "observations": [], "visits": [],
+            "trained": {}, "active": None, "rows": {"training_log": 0, "gp_sampling_log": 0},
+            "wall_time": 0.0, "finished": False}
+
+
+def _save_state(path: Path, meta: dict, learner_state) -> None:
+    import io
+
+    import torch
+    buf = io.BytesIO()
+    torch.save({"format": STATE_FORMAT, "format_version": STATE_VERSION,
+                "meta": json.dumps(meta), "learner": learner_state}, buf)
+    _atomic_write_bytes(path, buf.getvalue())
+
+
+def load_state(path: Path) -> tuple[dict, dict | None]:
+    import torch
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != STATE_FORMAT:
+            raise ValueError("not a wfrl search state")
+        if blob.get("format_version") != STATE_VERSION:
+            raise ValueError(f"state format version {blob.get('format_version')}")
+        meta = json.loads(blob["meta"])
+        for key in _new_state():
+            if key not in meta:
+                raise ValueError(f"missing {key!r}")
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot resume: {path} is damaged ({reason[:100]})") from None
+    meta["trained"] = {int(k): v for k, v in meta["trained"].items()}
+    return meta, blob["learner"]
+
+
+def _truncate_csv(path: Path, columns: list[str], rows: int) -> None:
+    """Keep the header and the first `rows` data rows (drop rows of an uncommitted update)."""
+    if not path.exists():
+        if rows:
+            raise UserError(f"cannot resume: {path.name} is missing")
+        CsvLog(path, columns)
+        return
+    data = read_csv(path)
+    if len(data) < rows:
+        raise UserError(f"cannot resume: {path.name} has {len(data)} rows, the state expects {rows}")
+    if len(data) == rows:
+        return
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    _atomic_write_bytes(path, b"\n".join(lines[:rows + 1]) + b"\n")
+
+
+def closest_trained(wf_index: int, trained) -> int | None:
+    """The trained workflow nearest to wf_index by Kendall distance (ties: lowest index)."""
+    if not trained:
+        return None
+    return min(trained, key=lambda t: (discordant_pairs(wf_index, t), t))
+
+
+class WorkflowSearch:
+    def __init__(self, cfg: SearchConfig, resume: bool = False, progress=None):
+        self.cfg = cfg.validate()
+        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.run = Path(cfg.out)
+        if resume:
+            self.meta, self.learner_state = self._open_resume()
+        else:
+            RunDir(cfg.out, cfg.force)
+            for old in [self.run / STATE_FILE, *self.run.glob("checkpoints/wf_*.pt")]:
+                old.unlink(missing_ok=True)
+            make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early
+            write_json(self.run / "experiment_config.json",
+                       {"mode": "search", "wfrl_version": __version__, **cfg.to_dict()})
+            CsvLog(self.run / "training_log.csv", LOG_COLUMNS)
+            CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS)
+            self.meta, self.learner_state = _new_state(), None
+            self._commit(None)
+        (self.run / "checkpoints").mkdir(exist_ok=True)
+        self.train_log = CsvLog(self.run / "training_log.csv", LOG_COLUMNS, fresh=False)
+        self.gp_log = CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS, fresh=False)
+        self.gp = PermutationGP(seed=cfg.seed)
+
+    # ---------------------------------------------------------------- state
+    def _open_resume(self):
+        state_path = self.run / STATE_FILE
+        if not state_path.exists():
+            raise UserError(f"cannot resume: {self.run} holds no search state ({STATE_FILE})")
+        meta, learner_state = load_state(state_path)
+        if meta["finished"]:
+            raise UserError(f"nothing to resume: the search in {self.run} has finished")
+        make_backend(self.cfg.backend, self.cfg.red_agent, seed=self.cfg.seed).close()
+        _truncate_csv(self.run / "training_log.csv", LOG_COLUMNS, meta["rows"]["training_log"])
+        _truncate_csv(self.run / "gp_sampling_log.csv", GP_COLUMNS,
+                      meta["rows"]["gp_sampling_log"])
+        if meta["active"] is not None and learner_state is None:
+            raise UserError(f"cannot resume: {state_path} lacks the learner of the active visit")
+        self.progress(f"resuming {self.run}: {meta['episodes_used']} of "
+                      f"{self.cfg.total_episodes} episodes used, {len(meta['visits'])} visits done")
+        return meta, learner_state
+
+    def _commit(self, learner) -> None:
+        m = self.meta
+        m["wall_time"] = round(self._wall_before + time.perf_counter() - self._t0, 3) \
+            if hasattr(self, "_t0") else m["wall_time"]
+        _save_state(self.run / STATE_FILE, m, learner.state() if learner is not None else None)
+
+    # ---------------------------------------------------------------- pieces
+    def fit_gp(self) -> PermutationGP:
+        obs = self.meta["observations"]
+        return self.gp.fit([o["workflow"] for o in obs], [o["reward"] for o in obs],
+                           [o["se"] for o in obs])
+
+    def choose(self, iteration: int) -> dict:
+        mu, sd = self.fit_gp().predict()
+        beta = self.cfg.beta if self.cfg.beta is not None else beta_schedule(iteration)
+        scores = ucb_scores(mu, sd, beta)
+        rng = np.random.default_rng([self.cfg.seed, iteration])
+        w = argmax_ucb(scores, rng)
+        return {"workflow": w, "ucb": float(scores[w]), "mu": float(mu[w]), "sd": float(sd[w]),
+                "beta": beta}
+
+    def _learner_for(self, wf_index: int, iteration: int) -> tuple[PPOLearner, int | None]:
+        learner = PPOLearner(self.cfg.ppo, seed=self.cfg.seed * 100_003 + iteration)
+        trained = self.meta["trained"]
+        if wf_index in trained:
+            learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
+            return learner, wf_index
+        parent = closest_trained(wf_index, trained)
+        if parent is not None:
+            ck = load_checkpoint(checkpoint_path(self.run, parent))
+            learner.model.load_state_dict(ck["model"])  # weights only; a fresh optimiser
+        return learner, parent
+
+    def _save_workflow(self, learner, wf: Workflow) -> None:
+        save_checkpoint(checkpoint_path(self.run, wf.index), {
+            **learner.state(), "hidden": self.cfg.ppo.hidden, "workflow": str(wf),
+            "workflow_id": wf.index, "episodes": self.meta["trained"].get(wf.index, 0),
+            "config": self.cfg.to_dict()})
+
+    # ---------------------------------------------------------------- loop
+    def run_search(self) -> dict:
+        cfg, m = self.cfg, self.meta
+        M = cfg.episodes_per_update
+        self._t0, self._wall_before = time.perf_counter(), float(m["wall_time"])
+        session_eps = 0
+        collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent,
+                                   cfg.ppo.hidden, cfg.seed, cfg.alignment_lambda,
+                                   cfg.count_foothold, cfg.n_workers, M,
+                                   **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
+        learner = None
+        try:
+            if m["active"] is not None:
+                learner = PPOLearner(cfg.ppo, seed=0)
+                learner.load_state(self.learner_state)
+            while True:
+                if m["active"] is None:
+                    if m["episodes_used"] >= cfg.total_episodes or (
+                            cfg.max_evaluations and m["iteration"] >= cfg.max_evaluations):
+                        break
+                    m["iteration"] += 1
+                    pick = self.choose(m["iteration"])
+                    learner, parent = self._learner_for(pick["workflow"], m["iteration"])
+                    m["active"] = {**pick, "iteration": m["iteration"], "episodes": 0,
+                                   "updates": 0, "best_compliance": -1.0, "since_best": 0,
+                                   "inherited_from": parent, "last": None}
+                    wf = Workflow.from_index(pick["workflow"])
+                    src = ("its own policy" if parent == pick["workflow"] else
+                           f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
+                    self.progress(f"[visit {m['iteration']}] {wf}  (UCB {pick['ucb']:.2f} = "
+                                  f"{pick['mu']:.2f} + √{pick['beta']:.2f}·{pick['sd']:.2f}; "
+                                  f"from {src})")
+                    self._commit(learner)
+                a = m["active"]
+                wf = Workflow.from_index(a["workflow"])
+                n = min(M, cfg.total_episodes - m["episodes_used"], cfg.max_episodes - a["episodes"])
+                row_cond = np.tile(wf.onehot(), (M, 1))
+                eps, ustats, tc, tu = ppo_step(collector, learner, wf, row_cond,
+                                               m["episodes_used"], n, cfg.ppo)
+                m["episodes_used"] += n
+                session_eps += n
+                m["updates"] += 1
+                a["episodes"] += n
+                a["updates"] += 1
+                m["trained"][wf.index] = m["trained"].get(wf.index, 0) + n
+                row = log_row(wf, a["updates"], a["episodes"], m["episodes_used"], eps, ustats,
+                              tc, tu, learner.version)
+                self.train_log.append(row)
+                m["rows"]["training_log"] += 1
+                comp = row["Compliance"]
+                a["last"] = {"reward": row["Env_Reward"], "se": row["Env_Reward_SE"],
+                             "compliance": comp}
+                if comp > a["best_compliance"]:
+                    a["best_compliance"], a["since_best"] = comp, 0
+                else:
+                    a["since_best"] += 1
+                left = cfg.total_episodes - m["episodes_used"]
+                elapsed = time.perf_counter() - self._t0
+                self.progress(f"  {wf.arrow()} | update {a['updates']:3d} | "
+                              f"{session_eps / elapsed:6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
+                              f" ± {row['Env_Reward_SE']:5.2f} | compliance {comp:.3f} | "
+                              f"budget left {left}")
+                stop = None
+                if a["episodes"] >= cfg.min_episodes and comp >= cfg.compliance_threshold:
+                    stop = "compliant"
+                elif a["episodes"] >= cfg.max_episodes:
+                    stop = "max_episodes"
+                elif a["since_best"] >= cfg.patience:
+                    stop = "plateau"
+                elif left <= 0:
+                    stop = "budget"
+                if stop is not None:
+                    self._finish_visit(learner, wf, stop)
+                    learner = None
+                self._commit(learner)
+        finally:
+            collector.close()
+        return self._finish()
+
+    def _finish_visit(self, learner, wf: Workflow, stop: str) -> None:
+        m, a = self.meta, self.meta["active"]
+        self._save_workflow(learner, wf)
+        last = a["last"]
+        gp_updated = last["compliance"] >= self.cfg.compliance_threshold
+        if gp_updated:
+            m["observations"].append({"workflow": wf.index, "reward": last["reward"],
+                                      "se": last["se"], "iteration": a["iteration"]})
+        visit = {"iteration": a["iteration"], "workflow": wf.index, "ucb": a["ucb"],
+                 "episodes": a["episodes"], "reward": last["reward"], "se": last["se"],
+                 "compliance": last["compliance"], "gp_updated": gp_updated, "stop": stop,
+                 "inherited_from": a["inherited_from"]}
+        m["visits"].append(visit)
+        self.gp_log.append({
+            "Iteration": a["iteration"], "Workflow": str(wf), "Workflow_ID": wf.index,
+            "UCB_Score": round(a["ucb"], 4), "Posterior_Mean": round(a["mu"], 4),
+            "Posterior_SD": round(a["sd"], 4), "Beta": round(a["beta"], 4),
+            "Reward": last["reward"], "Reward_SE": last["se"],
+            "Final_Compliance": last["compliance"], "Episodes_Trained": a["episodes"],
+            "GP_Updated": gp_updated, "Stop_Reason": stop,
+            "Inherited_From": "" if a["inherited_from"] is None else
+            str(Workflow.from_index(a["inherited_from"])),
+            "Total_Episodes_Sampled": m["episodes_used"]})
+        m["rows"]["gp_sampling_log"] += 1
+        m["active"] = None
+        self.progress(f"  → {stop}: reward {last['reward']:.2f} ± {last['se']:.2f}, compliance "
+                      f"{last['compliance']:.3f} after {a['episodes']} episodes"
+                      + ("" if gp_updated else "  (below θ: not given to the GP)"))
+
+    def ranking(self) -> list[dict]:
+        """Evaluated workflows that reached θ, best first by GP posterior mean."""
+        obs = self.meta["observations"]
+        if not obs:
+            return []
+        mu, sd = self.fit_gp().predict()
+        rows = {}
+        for v in self.meta["visits"]:
+            if v["gp_updated"]:
+                rows[v["workflow"]] = v  # the latest compliant visit
+        out = []
+        for w, v in rows.items():
+            rs = [o["reward"] for o in obs if o["workflow"] == w]
+            out.append({"workflow": str(Workflow.from_index(w)), "workflow_id": w,
+                        "posterior_mean": round(float(mu[w]), 3),
+                        "posterior_sd": round(float(sd[w]), 3),
+                        "reward": v["reward"], "reward_se": v["se"],
+                        "mean_observed_reward": round(float(np.mean(rs)), 3),
+                        "compliance": v["compliance"], "visits": len(rs),
+                        "episodes_trained": self.meta["trained"].get(w, 0)})
+        return sorted(out, key=lambda r: (-r["posterior_mean"], r["workflow_id"]))
+
+    def _finish(self) -> dict:
+        m, cfg = self.meta, self.cfg
+        ranking = self.ranking()
+        best = ranking[0] if ranking else None
+        mu, sd = self.fit_gp().predict()
+        m["finished"] = True
+        self._commit(None)
+        summary = {
+            "best_workflow": best["workflow"] if best else None,
+            "best_workflow_id": best["workflow_id"] if best else None,
+            "best_reward": best["reward"] if best else None,
+            "best_reward_se": best["reward_se"] if best else None,
+            "best_posterior_mean": best["posterior_mean"] if best else None,
+            "best_compliance": best["compliance"] if best else None,
+            "episodes_used": m["episodes_used"], "total_episodes": cfg.total_episodes,
+            "visits": len(m["visits"]), "gp_observations": len(m["observations"]),
+            "updates": m["updates"], "wall_time_s": m["wall_time"],
+            "gp_hyperparameters": self.gp.hyperparameters(), "top": ranking[:10],
+        }
+        write_json(self.run / "summary.json", summary)
+        from wfrl.search.plots import plot_run
+        plot_run(self.run, mu, sd, m["observations"])
+        self.progress(format_table(summary, cfg.compliance_threshold))
+        self.progress(f"records in {self.run}")
+        return summary
+
+
+def format_table(summary: dict, theta: float) -> str:
+    lines = [f"search done: {summary['visits']} visits, {summary['episodes_used']}/"
+             f"{summary['total_episodes']} episodes, {summary['wall_time_s']:.1f} s"]
+    if not summary["top"]:
+        lines.append(f"no workflow reached compliance θ = {theta}; nothing to rank")
+        return "\n".join(lines)
+    lines.append(f"{'#':>2}  {'workflow':50s} {'GP mean':>8} {'± sd':>6} {'last reward':>12} "
+                 f"{'compl.':>6} {'visits':>6} {'episodes':>8}")
+    for i, r in enumerate(summary["top"][:5], 1):
+        lines.append(f"{i:2d}  {r['workflow']:50s} {r['posterior_mean']:8.2f} "
+                     f"{r['posterior_sd']:6.2f} {r['reward']:7.2f}±{r['reward_se']:<4.2f} "
+                     f"{r['compliance']:6.3f} {r['visits']:6d} {r['episodes_trained']:8d}")
+    return "\n".join(lines)
+
+
+def search(cfg: SearchConfig, resume: bool = False, progress=None) -> dict:
+    return WorkflowSearch(cfg, resume=resume, progress=progress).run_search()
+
+
+def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
+    """The configuration stored in a run directory (with runtime-only overrides such as the
+    collector, which do not change results)."""
+    path = Path(run_dir) / "experiment_config.json"
+    if not Path(run_dir).is_dir():
+        raise UserError(f"cannot resume: {run_dir} is not a directory")
+    if not path.exists():
+        raise UserError(f"cannot resume: {run_dir} holds no experiment_config.json")
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot resume: {path} is unreadable or not JSON ({exc})") from None
+    if not isinstance(d, dict) or d.get("mode") != "search":
+        raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
+    d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
+    d["out"] = os.fspath(run_dir)
+    d.update(overrides or {})
+    return SearchConfig.from_dict(d)
+
+
+assert N_WORKFLOWS == 120

@@ -98,7 +98,7 @@ def test_existing_run_is_not_overwritten(trained_run):
 
 @pytest.mark.cyborg
 def test_training_stops_early_on_compliance(tmp_path):
-    res = wfrl("train", "--total-episodes", 50, "--episodes-per-update", 2,
+    res = wfrl("train", "--workflow", WF, "--total-episodes", 50, "--episodes-per-update", 2,
                "--compliance-threshold", 0.0, "--min-episodes", 4, "--out", tmp_path)
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -192,13 +192,13 @@ def test_parity_json():
     assert text.returncode == 0 and "TOST" in text.stdout
 
 
-def test_train_on_the_simulator_by_default(tmp_path):
+def test_train_searches_on_the_simulator_by_default(tmp_path):
     res = wfrl("train", "--total-episodes", 40, "--episodes-per-update", 20, "--out", tmp_path)
     assert res.returncode == 0, res.stderr
     cfg = json.loads((tmp_path / "experiment_config.json").read_text())
-    assert cfg["backend"] == "sim"
+    assert cfg["backend"] == "sim" and cfg["mode"] == "search"
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["episodes"] == 40
+    assert summary["episodes_used"] == 40 and summary["visits"] == 1
 
 
 def test_bench_collectors_json():

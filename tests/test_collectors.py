@@ -147,7 +147,11 @@ def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code,
          "--total-episodes", "10000000", "--episodes-per-update", "200", "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        line = proc.stderr.readline()  # first progress line: workers are up and collecting
+        # a workflow search (the default of `wfrl train`): wait for the first update's line,
+        # i.e. workers up and collecting
+        line = proc.stderr.readline()
+        while line and "update" not in line:
+            line = proc.stderr.readline()
         assert "update" in line, line
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)

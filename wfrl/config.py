@@ -34,8 +34,8 @@ class TrainConfig:
     """Episodes collected for each PPO update."""
     min_episodes: int = 0
     """Episodes before compliance may stop training early."""
-    alignment_lambda: float = 1.0
-    """λ: weight of the compliance alignment reward."""
+    alignment_lambda: float = 30.0
+    """λ: weight of the compliance alignment reward (see README: why 30)."""
     compliance_threshold: float = 0.95
     """θ: stop once an update's mean compliance reaches it (after min_episodes)."""
     count_foothold: bool = False

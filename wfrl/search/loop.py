@@ -266,6 +266,10 @@ class WorkflowSearch:
                     self._finish_visit(learner, wf, stop)
                     learner = None
                 self._commit(learner)
+        except KeyboardInterrupt:
+            self.progress(f"stopped; every completed update is saved. Continue with: "
+                          f"python -m wfrl train --resume {self.run}")
+            raise
         finally:
             collector.close()
         return self._finish()

@@ -1,0 +1,49 @@
+"""Search quality against the exhaustive ground truth (issue: workflow search).
+
+    .venv/bin/python -m pytest bench/test_bench_search.py -s
+
+Ground truth: bench/data/exhaustive_B_lineAgent.csv, written by
+    python -m wfrl exhaustive --red-agent B_lineAgent --episodes-per-workflow 3000 --out DIR
+(override with WFRL_EXHAUSTIVE=path). For each of 10 seeds a default search runs 20 evaluations;
+after K = 5, 10, 15, 20 the best workflow it has evaluated is looked up in the table. Random search
+is credited with the true best of K uniformly drawn workflows (an oracle-assisted baseline, see
+wfrl.search.quality). Targets: after 15 evaluations the search's pick is in the top 5 or within 2
+standard errors of the best in ≥ 8 of 10 seeds, and its median rank beats random search's at
+K = 10 and 15.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from wfrl.search.quality import run_quality
+
+DATA = Path(__file__).parent / "data" / "exhaustive_B_lineAgent.csv"
+
+
+def test_search_quality(benchmark, tmp_path):
+    truth = Path(os.environ.get("WFRL_EXHAUSTIVE", DATA))
+    if not truth.exists():
+        pytest.fail(f"ground truth {truth} missing; run `wfrl exhaustive` (see docstring)")
+    out = {}
+
+    def show(e):
+        print(f"  seed {e['seed']}: episodes {e['episodes']}  "
+              f"{e['wall_s']:.0f} s", flush=True)
+
+    benchmark.group = "search"
+    benchmark.pedantic(lambda: out.update(run_quality(truth, workdir=tmp_path, progress=show)),
+                       rounds=1, iterations=1)
+    print(f"\nbest of 120: {out['best']} ({out['best_reward']:.2f})")
+    print(f"{'K':>3} {'GP-UCB median rank':>19} {'top-5 or 2 SE (of 10)':>22} "
+          f"{'random median rank':>19} {'random mean':>12}")
+    for r in out["table"]:
+        print(f"{r['K']:3d} {r['gp_median_rank']:19.1f} {r['gp_top5_or_2se']:22d} "
+              f"{r['random_median_rank']:19.1f} {r['random_mean_rank']:12.1f}   ranks {r['gp_ranks']}")
+    benchmark.extra_info["table"] = out["table"]
+    (tmp_path / "quality.json").write_text(json.dumps(out, indent=1))
+    by_k = {r["K"]: r for r in out["table"]}
+    assert by_k[15]["gp_top5_or_2se"] >= 8
+    assert by_k[10]["gp_median_rank"] < by_k[10]["random_median_rank"]
+    assert by_k[15]["gp_median_rank"] < by_k[15]["random_median_rank"]

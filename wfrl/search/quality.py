@@ -1,0 +1,111 @@
+"""How well the search searches: the rank (in `wfrl exhaustive`'s table) of the best workflow the
+search has evaluated after K evaluations, over several seeds, next to random search.
+
+"Best evaluated after K" = among the workflows whose visits 1..K reached compliance θ (the ones
+the GP was given), the one with the highest mean observed reward — what the search itself would
+report at that point. Its rank is looked up in exhaustive.csv (1 = highest Reward of 120).
+
+Random search gets the same K evaluations, drawn uniformly without replacement, and is credited
+with the *true* best of its K (the exhaustive table's Reward, no noise, no failed visit). That
+makes it an oracle-assisted baseline: GP-UCB beating it beats any honest random search.
+"""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from wfrl.runlog import read_csv
+from wfrl.search.exhaustive import load_exhaustive
+
+KS = (5, 10, 15, 20)
+
+
+def ground_truth(path) -> dict:
+    rows = load_exhaustive(path)
+    if len(rows) != 120:
+        raise ValueError(f"{path} has {len(rows)} workflows, not 120")
+    by_id = {r["Workflow_ID"]: r for r in rows}
+    best = min(rows, key=lambda r: r["Rank"])
+    return {"rows": by_id, "best": best}
+
+
+def near_best(truth: dict, wf_id: int, n_se: float = 2.0) -> bool:
+    """Within n_se standard errors (of the difference) of the best workflow's reward."""
+    r, b = truth["rows"][wf_id], truth["best"]
+    return b["Reward"] - r["Reward"] <= n_se * math.hypot(b["Reward_SE"], r["Reward_SE"])
+
+
+def best_after(gp_log_rows: list[dict], k: int) -> int | None:
+    """Workflow id the search would report after its first k visits (None: none compliant)."""
+    obs: dict[int, list[float]] = {}
+    for r in gp_log_rows:
+        if int(r["Iteration"]) <= k and r["GP_Updated"] == "True":
+            obs.setdefault(int(r["Workflow_ID"]), []).append(float(r["Reward"]))
+    if not obs:
+        return None
+    return max(obs, key=lambda w: (np.mean(obs[w]), -w))
+
+
+def random_search_ranks(truth: dict, k: int, draws: int, seed: int = 0) -> np.ndarray:
+    ranks = np.array([truth["rows"][w]["Rank"] for w in range(120)])
+    rng = np.random.default_rng(seed)
+    return np.array([ranks[rng.choice(120, size=k, replace=False)].min() for _ in range(draws)])
+
+
+def run_searches(seeds, workdir, max_k: int = max(KS), cfg_overrides=None, progress=None):
+    """One default search per seed into workdir/seed<N> (max_k evaluations each)."""
+    from wfrl.config import SearchConfig
+    from wfrl.search.loop import search
+    workdir = Path(workdir)
+    for seed in seeds:
+        cfg = SearchConfig(**{"seed": seed, "max_evaluations": max_k,
+                              "total_episodes": 10_000_000, "collector": "sequential",
+                              **(cfg_overrides or {}), "out": str(workdir / f"seed{seed}")})
+        summary = search(cfg, progress=lambda _line: None)
+        if progress:
+            progress({"seed": seed, "episodes": summary["episodes_used"],
+                      "wall_s": summary["wall_time_s"]})
+
+
+def tabulate(exhaustive_csv, workdir, seeds, ks=KS) -> dict:
+    truth = ground_truth(exhaustive_csv)
+    per_seed = []
+    for seed in seeds:
+        run = Path(workdir) / f"seed{seed}"
+        rows = read_csv(run / "gp_sampling_log.csv")
+        summary = json.loads((run / "summary.json").read_text())
+        entry = {"seed": seed, "episodes": summary["episodes_used"],
+                 "wall_s": summary["wall_time_s"], "ranks": {}, "near_best": {}, "picks": {}}
+        for k in ks:
+            w = best_after(rows, k)
+            entry["ranks"][k] = truth["rows"][w]["Rank"] if w is not None else 121
+            entry["near_best"][k] = bool(w is not None and near_best(truth, w))
+            entry["picks"][k] = w
+        per_seed.append(entry)
+    table = []
+    for k in ks:
+        gp_ranks = np.array([e["ranks"][k] for e in per_seed])
+        rnd = random_search_ranks(truth, k, 20_000)
+        table.append({"K": k, "gp_median_rank": float(np.median(gp_ranks)),
+                      "gp_ranks": gp_ranks.tolist(),
+                      "gp_top5_or_2se": int(sum((e["ranks"][k] <= 5) or e["near_best"][k]
+                                                for e in per_seed)),
+                      "random_median_rank": float(np.median(rnd)),
+                      "random_mean_rank": float(rnd.mean())})
+    n_near = sum(near_best(truth, w) for w in truth["rows"])
+    return {"per_seed": per_seed, "table": table, "n_seeds": len(per_seed),
+            "best": truth["best"]["Workflow"], "best_reward": truth["best"]["Reward"],
+            "workflows_within_2se_of_best": int(n_near)}
+
+
+def run_quality(exhaustive_csv, seeds=range(10), ks=KS, cfg_overrides=None, workdir=None,
+                progress=None) -> dict:
+    """Run one search per seed (max(ks) evaluations each) and tabulate ranks."""
+    ground_truth(exhaustive_csv)  # fail before hours of searching
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="wfrl-quality-"))
+    run_searches(seeds, workdir, max(ks), cfg_overrides, progress)
+    return tabulate(exhaustive_csv, workdir, seeds, ks)

@@ -206,7 +206,7 @@ def test_bench_collectors_json():
                "--json")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
-    assert [r["collector"] for r in rows] == ["bare-env", "sequential", "sync", "async"]
+    assert [r["collector"] for r in rows] == ["bare-env", "sequential", "sync", "async", "ray"]
     for r in rows:
         assert {"collector", "episodes_per_s", "steps_per_s", "efficiency"} <= set(r)
         assert r["episodes_per_s"] > 0 and r["steps_per_s"] == pytest.approx(100 * r["episodes_per_s"])

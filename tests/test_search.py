@@ -102,6 +102,7 @@ def test_closest_trained_workflow():
 # ------------------------------------------------------------------------------- the loop
 def _cfg(out, **kw):
     base = dict(total_episodes=1000, max_episodes=300, min_episodes=100, episodes_per_update=50,
+                pretrain_episodes=100,
                 compliance_threshold=0.3, patience=4, collector="sequential", seed=3,
                 out=str(out), ppo=PPOConfig(hidden=32, epochs=2))
     base.update(kw)
@@ -139,13 +140,17 @@ def test_search_budget_records_and_inheritance(reference_run):
     # GP_Updated exactly when the final compliance reached θ
     for r in gpl:
         assert (r["GP_Updated"] == "True") == (float(r["Final_Compliance"]) >= 0.3)
-    # inheritance: visit k starts from the closest workflow trained in visits < k
+    # pretraining first (100 episodes = 2 updates on random workflows), then the visits
+    assert [r["Phase"] for r in log[:3]] == ["pretrain", "pretrain", "visit"]
+    assert (out / "checkpoints" / "base.pt").is_file()
+    # inheritance: visit k starts from the closest workflow trained in visits < k (the first
+    # from the pretrained base)
     trained = set()
     for r in gpl:
         w = int(r["Workflow_ID"])
         expect = closest_trained(w, trained)
-        got = Workflow.parse(r["Inherited_From"]).index if r["Inherited_From"] else None
-        assert got == expect
+        got = r["Inherited_From"]
+        assert got == ("base" if expect is None else str(Workflow.from_index(expect)))
         trained.add(w)
     for w in trained:
         assert (out / "checkpoints" / f"wf_{w:03d}.pt").is_file()
@@ -158,7 +163,8 @@ def test_search_budget_records_and_inheritance(reference_run):
         assert s["best_workflow"] in {r["Workflow"] for r in gpl if r["GP_Updated"] == "True"}
 
 
-def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monkeypatch):
+@pytest.mark.parametrize("die_at", [1, 8])  # during pretraining / during a visit
+def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monkeypatch, die_at):
     """The process dies after an update's log row was written but before the state commit: the
     resumed run drops that row, redoes the update and ends identical to the uninterrupted one."""
     ref_out, ref_summary = reference_run
@@ -166,7 +172,7 @@ def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monk
     real = WorkflowSearch._commit
 
     def dying_commit(self, learner):
-        if self.meta["rows"]["training_log"] == 8:  # update 8 logged, about to be committed
+        if self.meta["rows"]["training_log"] == die_at:  # row logged, about to be committed
             raise KeyboardInterrupt  # as if killed here
         real(self, learner)
 
@@ -177,7 +183,7 @@ def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monk
     from wfrl.search.loop import load_state
     rows_before = len(read_csv(out / "training_log.csv"))
     committed = load_state(out / "search_state.pt")[0]["rows"]["training_log"]
-    assert (rows_before, committed) == (8, 7)  # update 8's row was written, its commit was not
+    assert (rows_before, committed) == (die_at, die_at - 1)  # row written, commit not
     summary = search(_resume_cfg(out), resume=True, progress=_quiet)
     assert _comparable(read_csv(out / "training_log.csv")) == \
         _comparable(read_csv(ref_out / "training_log.csv"))
@@ -197,6 +203,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
     args = [sys.executable, "-m", "wfrl", "train", "--total-episodes", "730",
             "--max-episodes", "300", "--min-episodes", "100", "--episodes-per-update", "50",
             "--compliance-threshold", "0.3", "--patience", "4", "--collector", "sequential",
+            "--pretrain-episodes", "100",
             "--seed", "3", "--hidden", "32", "--epochs", "2", "--out", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "training_log.csv"

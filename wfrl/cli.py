@@ -26,7 +26,7 @@ def _int(text):
     return v
 
 
-SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations")
+SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes")
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
 
 
@@ -74,6 +74,9 @@ def _add_train(sub):
                         f"(default: {s.min_episodes} / {t.min_episodes})")
     p.add_argument("--episodes-per-update", type=_int, default=None,
                    help=f"default: {s.episodes_per_update} / {t.episodes_per_update}")
+    p.add_argument("--pretrain-episodes", type=_int, default=None,
+                   help="search: warm-up episodes before the first visit, one random workflow per "
+                        f"update (default: {s.pretrain_episodes}; 0 = none)")
     p.add_argument("--compliance-threshold", type=float, default=None,
                    help=f"θ (default: {s.compliance_threshold})")
     p.add_argument("--alignment-lambda", type=float, default=None,
@@ -115,6 +118,9 @@ def _add_exhaustive(sub):
     p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
                                           "protocol (the search's ground truth)")
     p.add_argument("--red-agent", default=e.red_agent, metavar="|".join(RED_AGENTS))
+    p.add_argument("--pretrain-episodes", type=_int, default=e.pretrain_episodes,
+                   help="episodes of the search's pretraining that give the base policy every "
+                        "workflow starts from (0: from scratch)")
     p.add_argument("--episodes-per-workflow", type=_int, default=e.episodes_per_workflow)
     p.add_argument("--episodes-per-update", type=_int, default=e.episodes_per_update)
     p.add_argument("--eval-episodes", type=_int, default=e.eval_episodes)
@@ -211,16 +217,11 @@ def _cmd_train(a) -> int:
         return 0
     if a.workflow is not None:
         from wfrl.train import train
-        bad = [k for k in SEARCH_ONLY + ("ray_address",) if k in given]
+        bad = [k for k in SEARCH_ONLY if k in given]
         if bad:
             raise UserError(f"{_flag(bad[0])} belongs to the workflow search; it does not apply "
                             "with --workflow")
-        cfg = TrainConfig(**{k: v for k, v in given.items() if k != "ray_address"},
-                          ppo=PPOConfig(**ppo_given))
-        if cfg.collector == "ray":
-            raise UserError("--collector ray is available for the workflow search (without "
-                            "--workflow)")
-        train(cfg.validate())
+        train(TrainConfig(**given, ppo=PPOConfig(**ppo_given)).validate())
         return 0
     from wfrl.search.loop import search
     cfg = SearchConfig(**{k: v for k, v in given.items() if k != "workflow"},
@@ -233,6 +234,7 @@ def _cmd_exhaustive(a) -> int:
     from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive
     exhaustive(ExhaustiveConfig(
         red_agent=a.red_agent, episodes_per_workflow=a.episodes_per_workflow,
+        pretrain_episodes=a.pretrain_episodes,
         episodes_per_update=a.episodes_per_update, eval_episodes=a.eval_episodes,
         alignment_lambda=a.alignment_lambda, backend=a.backend, collector=a.collector,
         n_workers=a.n_workers, seed=a.seed, out=a.out).validate())

@@ -23,7 +23,7 @@ class TrainConfig:
     backend: str = "sim"
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
     collector: str = "sequential"
-    """How experience is collected: sequential, sync or async."""
+    """How experience is collected: sequential, sync, async or ray."""
     n_workers: int = 2
     """Worker processes of the sync and async collectors."""
     red_agent: str = "B_lineAgent"
@@ -46,6 +46,8 @@ class TrainConfig:
     """Run directory for config, logs and checkpoints."""
     force: bool = False
     """Allow writing into a directory that already holds a run (its files are replaced)."""
+    ray_address: str | None = None
+    """Ray cluster to join with --collector ray (default: a private local instance)."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO hyperparameters."""
 
@@ -113,6 +115,11 @@ class SearchConfig:
     """Episodes one visit of a workflow may use."""
     min_episodes: int = 500
     """Episodes of a visit before compliance may end it."""
+    pretrain_episodes: int = 10_000
+    """Warm-up before the first visit (part of the budget): each update on a workflow drawn at
+    random, so every visit starts from a policy that already defends and follows orders and the
+    visits' rewards are comparable. 0 = none (the original system: the first visit starts from
+    scratch)."""
     episodes_per_update: int = 50
     """Episodes collected for each PPO update."""
     compliance_threshold: float = 0.95
@@ -146,7 +153,7 @@ class SearchConfig:
         for name in ("total_episodes", "max_episodes", "episodes_per_update", "n_workers",
                      "patience"):
             _positive(name, getattr(self, name))
-        for name in ("min_episodes", "max_evaluations"):
+        for name in ("min_episodes", "max_evaluations", "pretrain_episodes"):
             if getattr(self, name) < 0:
                 raise UserError(f"--{name.replace('_', '-')} must be non-negative "
                                 f"(got {getattr(self, name)})")

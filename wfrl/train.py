@@ -19,7 +19,7 @@ LOG_COLUMNS = [
     "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",
     "Env_Reward", "Env_Reward_SE", "Alignment_Bonus", "Total_Reward", "Compliance", "Avg_Fixes",
     "Collection_Time", "Update_Time", "Episodes_Per_Second", "Policy_Loss", "Value_Loss",
-    "Entropy", "Approx_KL", "Weights_Version",
+    "Entropy", "Approx_KL", "Weights_Version", "Phase",
 ]
 
 
@@ -40,7 +40,8 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
 
-def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version) -> dict:
+def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version,
+            phase: str = "train") -> dict:
     """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf."""
     env_r, env_se = _mean_se([e.env_return for e in eps])
     align = float(np.mean([e.alignment for e in eps]))
@@ -56,7 +57,7 @@ def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_updat
         "Policy_Loss": round(ustats["policy_loss"], 5),
         "Value_Loss": round(ustats["value_loss"], 5),
         "Entropy": round(ustats["entropy"], 5), "Approx_KL": round(ustats["approx_kl"], 6),
-        "Weights_Version": version,
+        "Weights_Version": version, "Phase": phase,
     }
 
 # Columns that hold wall-clock measurements (differ between otherwise identical runs).
@@ -75,7 +76,8 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     M = cfg.episodes_per_update
     collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
-                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, M)
+                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, M,
+                               ray_address=cfg.ray_address)
     row_cond = np.tile(wf.onehot(), (M, 1))
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from wfrl.errors import check_choice
 
-COLLECTORS = ("sequential", "sync", "async")
+COLLECTORS = ("sequential", "sync", "async", "ray")
 
 
 def check_collector(name: str) -> str:

@@ -37,8 +37,10 @@ class SequentialCollector:
 
 
 def make_collector(name: str, backend: str, red_agent: str, hidden: int, seed: int, lam: float,
-                   count_foothold: bool, n_workers: int, n_rows: int):
-    """The collector called `name` (sequential | sync | async)."""
+                   count_foothold: bool, n_workers: int, n_rows: int,
+                   ray_address: str | None = None):
+    """The collector called `name` (sequential | sync | async | ray). ray_address: the Ray cluster
+    the ray collector joins (default: a private local instance)."""
     args = (backend, red_agent, hidden, seed, lam, count_foothold)
     if name == "sequential":
         return SequentialCollector(*args, n_workers=n_workers, n_rows=n_rows)
@@ -48,4 +50,8 @@ def make_collector(name: str, backend: str, red_agent: str, hidden: int, seed: i
     if name == "async":
         from wfrl.collect.async_exec import AsyncCollector
         return AsyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "ray":
+        from wfrl.collect.ray_exec import RayCollector, import_ray
+        import_ray()  # BackendUnavailable with the install hint when Ray is missing
+        return RayCollector(*args, n_workers=n_workers, n_rows=n_rows, ray_address=ray_address)
     raise ValueError(name)

@@ -1,8 +1,9 @@
 """Ground truth for the search: every workflow trained and evaluated under one fixed protocol.
 
-Protocol (the same for all 120, so their rewards are comparable): a fresh learner with the run's
-seed, `episodes_per_workflow` training episodes in updates of `episodes_per_update` (no early stop),
-then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
+Protocol (the same for all 120, so their rewards are comparable): the search's pretraining
+(`pretrain_episodes`, one random workflow per update, the run's seed) gives one base policy; each
+workflow starts from it (weights; a fresh optimiser) and trains `episodes_per_workflow` episodes in
+updates of `episodes_per_update` (no early stop; the same episode seeds for every workflow), then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
 episode numbers reserved for evaluation. Reward is their mean env return with its standard error,
 Compliance their mean compliance. Rows are appended (and fsynced) one workflow at a time, so an
 interrupted run continues where it stopped when started again with the same --out.
@@ -23,7 +24,7 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOConfig, PPOLearner
-from wfrl.runlog import CsvLog, read_csv, write_json
+from wfrl.runlog import CsvLog, load_checkpoint, read_csv, save_checkpoint, write_json
 from wfrl.train import ppo_step
 from wfrl.workflow import Workflow, all_workflows
 
@@ -35,7 +36,8 @@ EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with 
 @dataclass
 class ExhaustiveConfig:
     red_agent: str = "B_lineAgent"
-    episodes_per_workflow: int = 3000
+    pretrain_episodes: int = 10_000
+    episodes_per_workflow: int = 1000
     episodes_per_update: int = 50
     eval_episodes: int = 200
     alignment_lambda: float = 30.0
@@ -50,6 +52,8 @@ class ExhaustiveConfig:
         check_backend(self.backend)
         check_red_agent(self.red_agent)
         check_collector(self.collector)
+        if self.pretrain_episodes < 0:
+            raise UserError(f"--pretrain-episodes must be non-negative (got {self.pretrain_episodes})")
         for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive "
@@ -75,6 +79,25 @@ def load_exhaustive(path) -> list[dict]:
     return rows
 
 
+def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
+    """The pretrained base every workflow starts from: the search's pretraining with the same
+    seed and settings (saved as base.pt and reused when the table is continued)."""
+    if cfg.pretrain_episodes == 0:
+        return None
+    path = out / "base.pt"
+    if path.exists():
+        return load_checkpoint(path)
+    from wfrl.search.loop import pretrain
+    learner = PPOLearner(cfg.ppo, seed=cfg.seed * 100_003)
+    progress(f"pretraining the base policy: {cfg.pretrain_episodes} episodes")
+    for _update in pretrain(collector, learner, cfg.ppo, cfg.seed, 0, 0, cfg.pretrain_episodes,
+                            cfg.episodes_per_update):
+        pass
+    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden, "workflow": "balanced",
+                           "workflow_id": 0, "base": True, "episodes": cfg.pretrain_episodes})
+    return load_checkpoint(path)
+
+
 def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg.validate()
@@ -97,16 +120,20 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
                                cfg.alignment_lambda, False, cfg.n_workers, M)
     try:
+        base = _base_policy(cfg, collector, out, progress)
         for wf in all_workflows():
             if wf.index in done:
                 continue
             t0 = time.perf_counter()
             learner = PPOLearner(cfg.ppo, seed=cfg.seed)
+            if base is not None:
+                learner.model.load_state_dict(base["model"])
             cond = np.tile(wf.onehot(), (M, 1))
             used, last = 0, None
             while used < cfg.episodes_per_workflow:
                 n = min(cfg.episodes_per_update, cfg.episodes_per_workflow - used)
-                last, _, _, _ = ppo_step(collector, learner, wf, cond, used, n, cfg.ppo)
+                last, _, _, _ = ppo_step(collector, learner, wf, cond,
+                                         cfg.pretrain_episodes + used, n, cfg.ppo)
                 used += n
             ev = collector.collect(learner.flat_weights(), learner.version, wf,
                                    EVAL_EPISODE_BASE, cfg.eval_episodes)

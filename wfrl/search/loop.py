@@ -48,13 +48,43 @@ GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Me
               "Total_Episodes_Sampled"]
 
 
+BASE = -1  # "workflow" index of the pretrained base policy
+
+
 def checkpoint_path(run: Path, wf_index: int) -> Path:
+    if wf_index == BASE:
+        return Path(run) / "checkpoints" / "base.pt"
     return Path(run) / "checkpoints" / f"wf_{wf_index:03d}.pt"
+
+
+def pretrain_workflow(seed: int, update: int) -> Workflow:
+    """The workflow of pretraining update `update` (0-based): uniform, from the run's seed."""
+    return Workflow.from_index(int(np.random.default_rng([seed, 7, update]).integers(120)))
+
+
+def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_episodes: int,
+             total: int, M: int):
+    """Generator over pretraining updates: yields (workflow, n, episode stats, update stats,
+    collection s, update s) after each; starts after `done_episodes` of `total`."""
+    update = -(-done_episodes // M) if done_episodes % M == 0 else None
+    if update is None:
+        raise ValueError("pretraining resumes only at an update boundary")
+    done = done_episodes
+    while done < total:
+        wf = pretrain_workflow(seed, update)
+        n = min(M, total - done)
+        cond = np.tile(wf.onehot(), (M, 1))
+        eps, ustats, tc, tu = ppo_step(collector, learner, wf, cond, first_episode + done, n,
+                                       ppo_cfg)
+        done += n
+        update += 1
+        yield wf, n, eps, ustats, tc, tu
 
 
 def _new_state() -> dict:
     return {"iteration": 0, "episodes_used": 0, "updates": 0, "observations": [], "visits": [],
-            "trained": {}, "active": None, "rows": {"training_log": 0, "gp_sampling_log": 0},
+            "trained": {}, "active": None,
+            "pretrain": {"episodes": 0, "updates": 0, "done": False}, "rows": {"training_log": 0, "gp_sampling_log": 0},
             "wall_time": 0.0, "finished": False}
 
 
@@ -120,7 +150,8 @@ class WorkflowSearch:
             self.meta, self.learner_state = self._open_resume()
         else:
             RunDir(cfg.out, cfg.force)
-            for old in [self.run / STATE_FILE, *self.run.glob("checkpoints/wf_*.pt")]:
+            for old in [self.run / STATE_FILE, *self.run.glob("checkpoints/wf_*.pt"),
+                        self.run / "checkpoints" / "base.pt"]:
                 old.unlink(missing_ok=True)
             make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early
             write_json(self.run / "experiment_config.json",
@@ -146,7 +177,8 @@ class WorkflowSearch:
         _truncate_csv(self.run / "training_log.csv", LOG_COLUMNS, meta["rows"]["training_log"])
         _truncate_csv(self.run / "gp_sampling_log.csv", GP_COLUMNS,
                       meta["rows"]["gp_sampling_log"])
-        if meta["active"] is not None and learner_state is None:
+        mid_pretraining = not meta["pretrain"]["done"] and meta["pretrain"]["episodes"] > 0
+        if (meta["active"] is not None or mid_pretraining) and learner_state is None:
             raise UserError(f"cannot resume: {state_path} lacks the learner of the active visit")
         self.progress(f"resuming {self.run}: {meta['episodes_used']} of "
                       f"{self.cfg.total_episodes} episodes used, {len(meta['visits'])} visits done")
@@ -180,6 +212,9 @@ class WorkflowSearch:
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
         parent = closest_trained(wf_index, trained)
+        if parent is None and self.meta["pretrain"]["done"] \
+                and checkpoint_path(self.run, BASE).exists():
+            parent = BASE
         if parent is not None:
             ck = load_checkpoint(checkpoint_path(self.run, parent))
             learner.model.load_state_dict(ck["model"])  # weights only; a fresh optimiser
@@ -196,16 +231,17 @@ class WorkflowSearch:
         cfg, m = self.cfg, self.meta
         M = cfg.episodes_per_update
         self._t0, self._wall_before = time.perf_counter(), float(m["wall_time"])
-        session_eps = 0
+        self._eps0 = m["episodes_used"]
         collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent,
                                    cfg.ppo.hidden, cfg.seed, cfg.alignment_lambda,
                                    cfg.count_foothold, cfg.n_workers, M,
-                                   **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
+                                   ray_address=cfg.ray_address)
         learner = None
         try:
-            if m["active"] is not None:
+            if self.learner_state is not None:
                 learner = PPOLearner(cfg.ppo, seed=0)
                 learner.load_state(self.learner_state)
+            learner = self._pretrain(collector, learner)
             while True:
                 if m["active"] is None:
                     if m["episodes_used"] >= cfg.total_episodes or (
@@ -219,6 +255,7 @@ class WorkflowSearch:
                                    "inherited_from": parent, "last": None}
                     wf = Workflow.from_index(pick["workflow"])
                     src = ("its own policy" if parent == pick["workflow"] else
+                           "the pretrained base" if parent == BASE else
                            f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
                     self.progress(f"[visit {m['iteration']}] {wf}  (UCB {pick['ucb']:.2f} = "
                                   f"{pick['mu']:.2f} + √{pick['beta']:.2f}·{pick['sd']:.2f}; "
@@ -231,13 +268,12 @@ class WorkflowSearch:
                 eps, ustats, tc, tu = ppo_step(collector, learner, wf, row_cond,
                                                m["episodes_used"], n, cfg.ppo)
                 m["episodes_used"] += n
-                session_eps += n
                 m["updates"] += 1
                 a["episodes"] += n
                 a["updates"] += 1
                 m["trained"][wf.index] = m["trained"].get(wf.index, 0) + n
                 row = log_row(wf, a["updates"], a["episodes"], m["episodes_used"], eps, ustats,
-                              tc, tu, learner.version)
+                              tc, tu, learner.version, phase="visit")
                 self.train_log.append(row)
                 m["rows"]["training_log"] += 1
                 comp = row["Compliance"]
@@ -248,9 +284,8 @@ class WorkflowSearch:
                 else:
                     a["since_best"] += 1
                 left = cfg.total_episodes - m["episodes_used"]
-                elapsed = time.perf_counter() - self._t0
                 self.progress(f"  {wf.arrow()} | update {a['updates']:3d} | "
-                              f"{session_eps / elapsed:6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
+                              f"{self._rate():6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
                               f" ± {row['Env_Reward_SE']:5.2f} | compliance {comp:.3f} | "
                               f"budget left {left}")
                 stop = None
@@ -274,6 +309,47 @@ class WorkflowSearch:
             collector.close()
         return self._finish()
 
+    def _rate(self) -> float:
+        """Episodes per second in this session (since start or resume), updates included."""
+        return (self.meta["episodes_used"] - self._eps0) / max(time.perf_counter() - self._t0, 1e-9)
+
+    def _pretrain(self, collector, learner):
+        """Pretraining phase (resumable per update); returns None once the base is saved."""
+        cfg, m = self.cfg, self.meta
+        p = m["pretrain"]
+        if p["done"]:
+            return learner
+        total = min(cfg.pretrain_episodes, cfg.total_episodes)
+        if learner is None:
+            learner = PPOLearner(cfg.ppo, seed=cfg.seed * 100_003)
+        if p["episodes"] == 0 and total > 0:
+            self.progress(f"[pretraining] {total} episodes, one random workflow per update")
+        M = cfg.episodes_per_update
+        start = m["episodes_used"] - p["episodes"]
+        for wf, n, eps, ustats, tc, tu in pretrain(collector, learner, cfg.ppo, cfg.seed, start,
+                                                   p["episodes"], total, M):
+            m["episodes_used"] += n
+            p["episodes"] += n
+            p["updates"] += 1
+            m["updates"] += 1
+            row = log_row(wf, p["updates"], p["episodes"], m["episodes_used"], eps, ustats, tc, tu,
+                          learner.version, phase="pretrain")
+            self.train_log.append(row)
+            m["rows"]["training_log"] += 1
+            self.progress(f"  pretraining | update {p['updates']:3d} | {self._rate():6.1f} eps/s | "
+                          f"reward {row['Env_Reward']:8.2f} ± {row['Env_Reward_SE']:5.2f} | "
+                          f"compliance {row['Compliance']:.3f} | budget left "
+                          f"{cfg.total_episodes - m['episodes_used']}")
+            self._commit(learner)
+        if total > 0:
+            save_checkpoint(checkpoint_path(self.run, BASE), {
+                **learner.state(), "hidden": cfg.ppo.hidden, "workflow": "balanced",
+                "workflow_id": 0, "base": True, "episodes": p["episodes"],
+                "config": cfg.to_dict()})
+        p["done"] = True
+        self._commit(None)
+        return None
+
     def _finish_visit(self, learner, wf: Workflow, stop: str) -> None:
         m, a = self.meta, self.meta["active"]
         self._save_workflow(learner, wf)
@@ -295,7 +371,7 @@ class WorkflowSearch:
             "Final_Compliance": last["compliance"], "Episodes_Trained": a["episodes"],
             "GP_Updated": gp_updated, "Stop_Reason": stop,
             "Inherited_From": "" if a["inherited_from"] is None else
-            str(Workflow.from_index(a["inherited_from"])),
+            "base" if a["inherited_from"] == BASE else str(Workflow.from_index(a["inherited_from"])),
             "Total_Episodes_Sampled": m["episodes_used"]})
         m["rows"]["gp_sampling_log"] += 1
         m["active"] = None

@@ -1,0 +1,325 @@
+"""The Ray collector: the sequential collector's batch from Ray actors, a SIGKILLed actor replaced
+without losing or changing an episode, and a private local Ray instance that listens on loopback
+only, writes only under its temp dir and leaves no process behind (close() and Ctrl-C).
+
+One local Ray instance is shared by the module (a start costs seconds); the tests that need their
+own instance (files, exit, SIGINT) run a small driver script in a subprocess."""
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfrl[ray]')")
+
+from wfrl.collect import ray_exec  # noqa: E402
+from wfrl.collect.ray_exec import LocalRay, RayCollector  # noqa: E402
+from wfrl.collect.sequential import make_collector  # noqa: E402
+from wfrl.collect.shm import leaked_segments  # noqa: E402
+from wfrl.errors import BackendUnavailable  # noqa: E402
+from wfrl.workflow import Workflow  # noqa: E402
+
+WF = Workflow.parse("critical_first")
+ARGS = ("RedMeanderAgent", 32, 5, 1.5, False)   # red agent, hidden, seed, lambda, count_foothold
+
+
+def _weights(seed=0, hidden=32):
+    import torch
+
+    from wfrl.ppo.policy import ActorCritic
+    torch.manual_seed(seed)
+    m = ActorCritic(hidden)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return m.flat_weights()
+
+
+def _snapshot(stats, collector):
+    return stats, {k: v.copy() for k, v in collector.buffer.arrays.items()}
+
+
+def _sequential(backend, n, weights, first=7, version=3):
+    c = make_collector("sequential", backend, *ARGS, 1, n)
+    try:
+        return _snapshot(c.collect(weights, version, WF, first, n), c)
+    finally:
+        c.close()
+
+
+def _assert_same(a, b):
+    (sa, aa), (sb, ab) = a, b
+    assert sa == sb                      # EpisodeStats: episode, returns, compliance, version
+    for name in ("obs", "actions", "dones", "red_access", "lengths", "logprobs", "values",
+                 "rewards"):
+        np.testing.assert_array_equal(aa[name], ab[name], err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    inst = LocalRay()
+    try:
+        yield inst
+    finally:
+        inst.shutdown()
+    assert not os.path.exists(inst.temp_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Listening sockets, from /proc (no psutil needed)
+
+def _hex_addr(text):
+    ip, port = text.split(":")
+    raw = bytes.fromhex(ip)
+    if len(raw) == 4:
+        return ipaddress.IPv4Address(raw[::-1]), int(port, 16)
+    return ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))), \
+        int(port, 16)
+
+
+def _listeners(pid):
+    """(protocol, address, port) of every TCP socket in LISTEN and every bound UDP socket that
+    process `pid` holds."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = []
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        with open(f"/proc/{pid}/net/{proto}") as f:
+            for line in f.read().splitlines()[1:]:
+                p = line.split()
+                if p[9] in inodes and (p[3] == "0A" or proto.startswith("udp")):
+                    out.append((proto,) + _hex_addr(p[1]))
+    return out
+
+
+def _loopback(addr):
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return addr.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_ray_batch_equals_sequential_on_sim(local_ray):
+    n = 37                                       # not a multiple of the workers or the chunk
+    wa, wb = _weights(0), _weights(1)
+    seq_a, seq_b = _sequential("sim", n, wa), _sequential("sim", n, wb, version=4)
+    c = RayCollector("sim", *ARGS, n_workers=2, n_rows=n, chunk=8)
+    try:
+        assert c.local is None                   # joined the module's instance
+        assert not c.torch_in_actors             # the actor side of wfrl imports no torch
+        _assert_same(seq_a, _snapshot(c.collect(wa, 3, WF, 7, n), c))
+        _assert_same(seq_b, _snapshot(c.collect(wb, 4, WF, 7, n), c))   # new weights reach them
+        _assert_same(seq_a, _snapshot(c.collect(wa, 3, WF, 7, n), c))
+        assert c.rebuilds == 0
+        c.rebuilds = ray_exec.MAX_REBUILDS
+        with pytest.raises(RuntimeError, match="gave up"):
+            c._replace(0)
+    finally:
+        c.close()
+
+
+@pytest.mark.cyborg
+def test_ray_batch_equals_sequential_on_cyborg(local_ray):
+    w = _weights()
+    seq = _sequential("cyborg", 4, w)
+    c = make_collector("ray", "cyborg", *ARGS, 2, 4)
+    try:
+        _assert_same(seq, _snapshot(c.collect(w, 3, WF, 7, 4), c))
+    finally:
+        c.close()
+
+
+class _Killer(threading.Thread):
+    """SIGKILLs actor 0 as soon as the first episode has come back: actor 0 is then playing an
+    episode (two are in flight per actor)."""
+
+    def __init__(self, collector):
+        super().__init__(daemon=True)
+        self.c, self.killed = collector, None
+        self.start()
+
+    def run(self):
+        lengths = self.c.buffer.arrays["lengths"]
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if (lengths > 0).any() and self.c.pids[0] is not None:
+                os.kill(self.c.pids[0], signal.SIGKILL)
+                self.killed = self.c.pids[0]
+                return
+            time.sleep(0.002)
+
+
+@pytest.mark.cyborg
+def test_killed_actor_yields_complete_identical_batch(local_ray):
+    w = _weights()
+    seq = _sequential("cyborg", 6, w)
+    c = RayCollector("cyborg", *ARGS, n_workers=2, n_rows=6)
+    try:
+        killer = _Killer(c)
+        got = _snapshot(c.collect(w, 3, WF, 7, 6), c)
+        killer.join()
+        assert killer.killed, "no actor was killed"
+        assert c.rebuilds >= 1
+        assert killer.killed not in c.worker_pids()
+        _assert_same(seq, got)
+        _assert_same(seq, _snapshot(c.collect(w, 3, WF, 7, 6), c))   # the new actor works on
+    finally:
+        c.close()
+    assert not leaked_segments(os.getpid())
+
+
+def test_local_instance_listens_on_loopback_only(local_ray):
+    c = RayCollector("sim", *ARGS, n_workers=2, n_rows=4)
+    try:
+        c.collect(_weights(), 0, WF, 0, 4)
+        pids = local_ray.pids()
+        assert set(c.worker_pids()) <= set(pids)
+        names = {pid: ray_exec._cmdline(pid) for pid in pids}
+        assert any("gcs_server" in v for v in names.values())
+        assert any("raylet" in v for v in names.values())
+        found = {pid: _listeners(pid) for pid in pids + [os.getpid()]}
+    finally:
+        c.close()
+    listeners = [(pid, names.get(pid, "driver")[:40], *sock)
+                 for pid, socks in found.items() for sock in socks]
+    assert listeners, "found no listening socket at all"
+    assert all(_loopback(addr) for _, _, _, addr, _ in listeners), listeners
+    assert all(found[pid] for pid in c.pids), "actors should hold their gRPC server socket"
+
+
+_DRIVER = """
+import json, os, signal, sys, time
+import numpy as np
+from wfrl.collect.ray_exec import RayCollector, _alive, _parents
+from wfrl.workflow import Workflow
+mode = sys.argv[1]
+c = RayCollector("sim", "B_lineAgent", 16, 0, 1.0, n_workers=2, n_rows=256)
+from wfrl.ppo.netspec import n_params
+w = np.random.default_rng(0).normal(0, 0.1, n_params(16)).astype(np.float32)
+info = {"temp_dir": c.local.temp_dir, "session_dir": c.local.session_dir,
+        "pids": c.local.pids()}
+print(json.dumps(info), flush=True)
+code = 0
+try:
+    version = 0
+    while True:
+        c.collect(w, version, Workflow.parse("balanced"), 256 * version, 256)
+        version += 1
+        if version == 2:
+            print("collecting", flush=True)
+            if mode == "once":
+                break
+except KeyboardInterrupt:
+    code = 130
+except SystemExit as exc:          # SIGTERM
+    code = exc.code
+finally:
+    c.close()
+kids = [p for p, pp in _parents().items() if pp == os.getpid() and _alive(p)]
+print(json.dumps({"children_after_close": kids,
+                  "alive_after_close": [p for p in info["pids"] if _alive(p)]}), flush=True)
+sys.exit(code)
+"""
+
+
+def _run_driver(tmp_path, mode):
+    """Start the driver script in its own session with HOME, TMPDIR and cwd fresh and empty."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    tmp = tempfile.mkdtemp(prefix="t")          # short: Ray's unix socket paths must fit 107 bytes
+    env = {**os.environ, "HOME": str(home), "TMPDIR": tmp}
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, mode], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    return proc, home, cwd, tmp
+
+
+def _remove_empty(path):
+    if os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)
+
+
+def _live_session_processes(sid, wait=10.0):
+    deadline = time.time() + wait
+    while True:
+        ps = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "--sid", str(sid)],
+                            capture_output=True, text=True).stdout.splitlines()
+        live = [line for line in ps if line.split()[1][0] != "Z"]
+        if not live or time.time() > deadline:
+            return live
+        time.sleep(0.2)
+
+
+def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
+    shm_before = set(os.listdir("/dev/shm"))
+    proc, home, cwd, tmp = _run_driver(tmp_path, "once")
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        assert proc.returncode == 0, err
+        lines = out.splitlines()
+        info, after = json.loads(lines[0]), json.loads(lines[-1])
+        assert info["temp_dir"].startswith(tmp + os.sep)
+        assert info["session_dir"].startswith(info["temp_dir"] + os.sep)
+        assert len(info["pids"]) >= 4                      # gcs, raylet, agents, actors...
+        assert after == {"children_after_close": [], "alive_after_close": []}
+        assert _live_session_processes(proc.pid) == []
+        assert list(home.iterdir()) == []                  # nothing under $HOME (no ~/.ray)
+        assert list(cwd.iterdir()) == []
+        assert os.listdir(tmp) == []                       # the temp dir is gone
+        new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
+                   if not n.startswith(("wfrl-", "sem."))}   # other runs' segments
+        assert not new_shm
+    finally:
+        _remove_empty(tmp)
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_during_collect_leaves_no_ray_process(tmp_path, sig, code):
+    """Ctrl-C (SIGINT: KeyboardInterrupt) or SIGTERM (SystemExit(143)) while collecting: the
+    driver's clean-up ends every Ray process and removes the temp dir."""
+    proc, home, cwd, tmp = _run_driver(tmp_path, "loop")
+    try:
+        info = json.loads(proc.stdout.readline())
+        assert proc.stdout.readline().strip() == "collecting"
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        assert proc.returncode == code, err
+        assert json.loads(out.splitlines()[-1]) == {"children_after_close": [],
+                                                    "alive_after_close": []}
+        live = _live_session_processes(proc.pid)
+        assert live == [], live
+        assert not any(ray_exec._alive(p) for p in info["pids"])
+        assert not os.path.exists(info["temp_dir"])
+        assert list(home.iterdir()) == []
+    finally:
+        _remove_empty(tmp)
+
+
+def test_missing_ray_is_a_one_line_user_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)          # import ray -> ImportError
+    with pytest.raises(BackendUnavailable, match=r"pip install 'wfrl\[ray\]'"):
+        make_collector("ray", "sim", *ARGS, 2, 4)

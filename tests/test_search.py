@@ -82,6 +82,27 @@ def test_ucb_explores_with_large_beta_and_exploits_with_zero():
     assert dist == max(min(gp.discordant_pairs(i, j) for j in near) for i in ALL)
 
 
+def test_detrending_separates_training_length_from_the_workflow():
+    """Later observations come from longer-trained policies: +20 reward per unit of log lineage.
+    Raw, the GP credits the latest workflow; detrended, it finds the truly best one."""
+    from wfrl.search.loop import fit_observations
+    rng = np.random.default_rng(1)
+    wfs = [3, 40, 77, 101, 8, 60, 119, 25]
+    f = dict(zip(wfs, [-42.0, -45.0, -36.0, -44.0, -41.0, -46.0, -43.0, -40.0]))
+    best = max(wfs, key=f.get)
+    obs = []
+    for i, w in enumerate(wfs):
+        lineage = 10_000 + 1_500 * i
+        obs.append({"workflow": w, "se": 0.3, "lineage": lineage,
+                    "reward": f[w] + 20.0 * np.log1p(lineage) + rng.normal(0, 0.3)})
+    mu_raw, _ = fit_observations(gp.PermutationGP(optimize=False), obs, False).predict()
+    model = gp.PermutationGP(optimize=False)
+    mu, _ = fit_observations(model, obs, True).predict()
+    assert max(wfs, key=lambda w: mu[w]) == best
+    assert max(wfs, key=lambda w: mu_raw[w]) != best
+    assert model.trend == pytest.approx(20.0, rel=0.25)
+
+
 def test_beta_schedule_grows_slowly():
     b = [gp.beta_schedule(t) for t in (1, 2, 10, 20)]
     assert all(x < y for x, y in zip(b, b[1:]))
@@ -161,6 +182,20 @@ def test_search_budget_records_and_inheritance(reference_run):
     assert cfg["mode"] == "search" and cfg["total_episodes"] == 730
     if s["best_workflow"] is not None:
         assert s["best_workflow"] in {r["Workflow"] for r in gpl if r["GP_Updated"] == "True"}
+
+
+def test_inherit_base_starts_every_new_workflow_from_the_base(tmp_path):
+    summary = search(_cfg(tmp_path / "run", total_episodes=500, inherit="base"), progress=_quiet)
+    gpl = read_csv(tmp_path / "run" / "gp_sampling_log.csv")
+    assert summary["visits"] == len(gpl) >= 2
+    seen = set()
+    for r in gpl:
+        own = r["Workflow"] in seen
+        assert r["Inherited_From"] == (r["Workflow"] if own else "base")
+        # lineage = pretraining + every episode this workflow trained so far
+        seen.add(r["Workflow"])
+    first = gpl[0]
+    assert int(first["Lineage_Episodes"]) == 100 + int(first["Episodes_Trained"])
 
 
 @pytest.mark.parametrize("die_at", [1, 8])  # during pretraining / during a visit

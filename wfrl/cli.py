@@ -26,7 +26,8 @@ def _int(text):
     return v
 
 
-SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes")
+SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes",
+               "inherit", "detrend")
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
 
 
@@ -86,6 +87,12 @@ def _add_train(sub):
                         f"(default: {s.patience})")
     p.add_argument("--beta", type=_beta, default=None,
                    help="search: constant UCB β (default: the GP-UCB schedule, see README)")
+    p.add_argument("--inherit", default=None, metavar="closest|base",
+                   help="search: a workflow's first visit starts from the closest trained "
+                        f"workflow or from the pretrained base (default: {s.inherit})")
+    p.add_argument("--no-detrend", dest="detrend", action="store_false", default=None,
+                   help="search: give the GP the raw rewards, without regressing out how long "
+                        "each policy's ancestry trained")
     p.add_argument("--max-evaluations", type=_int, default=None,
                    help="search: stop after this many workflow visits (default: budget only)")
     p.add_argument("--count-foothold", action="store_true", default=None,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from wfrl.collect.base import check_collector
 from wfrl.envs.base import check_backend, check_red_agent
-from wfrl.errors import UserError
+from wfrl.errors import UserError, check_choice
 from wfrl.ppo.learner import PPOConfig
 from wfrl.workflow import Workflow
 
@@ -89,6 +89,7 @@ def _check_ppo(p: PPOConfig) -> None:
 
 
 AUTO_COLLECTOR = "auto"
+INHERIT = ("closest", "base")
 
 
 def best_collector() -> str:
@@ -128,6 +129,12 @@ class SearchConfig:
     """λ: weight of the compliance alignment reward."""
     patience: int = 20
     """Updates without a new best compliance before a visit gives up."""
+    inherit: str = "closest"
+    """Where a workflow's first visit starts: closest (the closest trained workflow by Kendall
+    distance; the pretrained base if none) or base (always the pretrained base)."""
+    detrend: bool = True
+    """Regress the rewards on log(training episodes behind the policy) before the GP models them
+    (later visits inherit longer-trained policies; see README)."""
     beta: float | None = None
     """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
     max_evaluations: int = 0
@@ -161,6 +168,7 @@ class SearchConfig:
             raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
         if self.alignment_lambda < 0:
             raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
+        check_choice("inheritance", self.inherit, INHERIT)
         if self.beta is not None and self.beta < 0:
             raise UserError(f"--beta must be non-negative (got {self.beta})")
         _check_ppo(self.ppo)

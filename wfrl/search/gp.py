@@ -80,6 +80,7 @@ class PermutationGP:
         self.length_scale, self.noise = length_scale, noise
         self.gpr = None
         self.y_mean, self.y_std = 0.0, 1.0
+        self.trend = 0.0
 
     def _kernel(self):
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
@@ -88,12 +89,22 @@ class PermutationGP:
                 * RBF(self.length_scale, fixed or (0.5, 20.0))
                 + WhiteKernel(self.noise, fixed or (1e-6, 1.0)))
 
-    def fit(self, indices, rewards, ses=None) -> "PermutationGP":
+    def fit(self, indices, rewards, ses=None, covariate=None) -> "PermutationGP":
+        """covariate: optional per-observation number (log lineage episodes) with a linear effect
+        on the reward; it is regressed out by least squares first and the GP models what is left,
+        so predict() compares workflows at one common covariate value."""
         from sklearn.gaussian_process import GaussianProcessRegressor
         y = np.asarray(rewards, dtype=np.float64)
+        self.trend = 0.0
         if len(y) == 0:
             self.gpr = None
             return self
+        if covariate is not None and len(y) >= 3 and np.ptp(covariate) > 1e-9:
+            z = np.asarray(covariate, dtype=np.float64)
+            A = np.c_[np.ones_like(z), z - z.max()]
+            coef = np.linalg.lstsq(A, y, rcond=None)[0]
+            self.trend = float(coef[1])
+            y = y - self.trend * (z - z.max())  # rewards as if trained as long as the longest
         ses = np.zeros_like(y) if ses is None else np.asarray(ses, dtype=np.float64)
         self.y_mean = float(y.mean())
         std = float(y.std())
@@ -129,6 +140,7 @@ class PermutationGP:
         L = float(k.k1.k2.length_scale)
         return {"signal_var": float(k.k1.k1.constant_value), "rbf_length_scale": L,
                 "mallows_ell": 2.0 / L ** 2, "noise_level": float(k.k2.noise_level),
+                "trend_per_log_episode": self.trend,
                 "y_mean": self.y_mean, "y_std": self.y_std}
 
 

@@ -19,6 +19,7 @@ restored, reproduces it exactly: no episode counted twice, no log line duplicate
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -45,7 +46,7 @@ STATE_VERSION = 1
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
-              "Total_Episodes_Sampled"]
+              "Total_Episodes_Sampled", "Lineage_Episodes"]
 
 
 BASE = -1  # "workflow" index of the pretrained base policy
@@ -83,7 +84,7 @@ def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_ep
 
 def _new_state() -> dict:
     return {"iteration": 0, "episodes_used": 0, "updates": 0, "observations": [], "visits": [],
-            "trained": {}, "active": None,
+            "trained": {}, "lineage": {}, "active": None,
             "pretrain": {"episodes": 0, "updates": 0, "done": False}, "rows": {"training_log": 0, "gp_sampling_log": 0},
             "wall_time": 0.0, "finished": False}
 
@@ -114,6 +115,7 @@ def load_state(path: Path) -> tuple[dict, dict | None]:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"cannot resume: {path} is damaged ({reason[:100]})") from None
     meta["trained"] = {int(k): v for k, v in meta["trained"].items()}
+    meta["lineage"] = {int(k): v for k, v in meta["lineage"].items()}
     return meta, blob["learner"]
 
 
@@ -132,6 +134,14 @@ def _truncate_csv(path: Path, columns: list[str], rows: int) -> None:
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
     _atomic_write_bytes(path, b"\n".join(lines[:rows + 1]) + b"\n")
+
+
+def fit_observations(model: PermutationGP, obs: list[dict], detrend: bool) -> PermutationGP:
+    """Fit the GP to the search's observations; with detrend, against log(lineage episodes) as a
+    linear covariate (see wfrl.search.gp)."""
+    z = [math.log1p(o.get("lineage", 0)) for o in obs] if detrend else None
+    return model.fit([o["workflow"] for o in obs], [o["reward"] for o in obs],
+                     [o["se"] for o in obs], covariate=z)
 
 
 def closest_trained(wf_index: int, trained) -> int | None:
@@ -192,9 +202,7 @@ class WorkflowSearch:
 
     # ---------------------------------------------------------------- pieces
     def fit_gp(self) -> PermutationGP:
-        obs = self.meta["observations"]
-        return self.gp.fit([o["workflow"] for o in obs], [o["reward"] for o in obs],
-                           [o["se"] for o in obs])
+        return fit_observations(self.gp, self.meta["observations"], self.cfg.detrend)
 
     def choose(self, iteration: int) -> dict:
         mu, sd = self.fit_gp().predict()
@@ -211,7 +219,7 @@ class WorkflowSearch:
         if wf_index in trained:
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
-        parent = closest_trained(wf_index, trained)
+        parent = closest_trained(wf_index, trained) if self.cfg.inherit == "closest" else None
         if parent is None and self.meta["pretrain"]["done"] \
                 and checkpoint_path(self.run, BASE).exists():
             parent = BASE
@@ -252,7 +260,8 @@ class WorkflowSearch:
                     learner, parent = self._learner_for(pick["workflow"], m["iteration"])
                     m["active"] = {**pick, "iteration": m["iteration"], "episodes": 0,
                                    "updates": 0, "best_compliance": -1.0, "since_best": 0,
-                                   "inherited_from": parent, "last": None}
+                                   "inherited_from": parent, "last": None,
+                                   "lineage_start": self._lineage(parent)}
                     wf = Workflow.from_index(pick["workflow"])
                     src = ("its own policy" if parent == pick["workflow"] else
                            "the pretrained base" if parent == BASE else
@@ -309,6 +318,14 @@ class WorkflowSearch:
             collector.close()
         return self._finish()
 
+    def _lineage(self, parent) -> int:
+        """Training episodes behind the policy a visit starts from (its whole ancestry)."""
+        if parent is None:
+            return 0
+        if parent == BASE:
+            return self.meta["pretrain"]["episodes"]
+        return self.meta["lineage"][parent]
+
     def _rate(self) -> float:
         """Episodes per second in this session (since start or resume), updates included."""
         return (self.meta["episodes_used"] - self._eps0) / max(time.perf_counter() - self._t0, 1e-9)
@@ -352,12 +369,15 @@ class WorkflowSearch:
 
     def _finish_visit(self, learner, wf: Workflow, stop: str) -> None:
         m, a = self.meta, self.meta["active"]
+        lineage = a["lineage_start"] + a["episodes"]
+        m["lineage"][wf.index] = lineage
         self._save_workflow(learner, wf)
         last = a["last"]
         gp_updated = last["compliance"] >= self.cfg.compliance_threshold
         if gp_updated:
             m["observations"].append({"workflow": wf.index, "reward": last["reward"],
-                                      "se": last["se"], "iteration": a["iteration"]})
+                                      "se": last["se"], "iteration": a["iteration"],
+                                      "lineage": lineage})
         visit = {"iteration": a["iteration"], "workflow": wf.index, "ucb": a["ucb"],
                  "episodes": a["episodes"], "reward": last["reward"], "se": last["se"],
                  "compliance": last["compliance"], "gp_updated": gp_updated, "stop": stop,
@@ -372,7 +392,7 @@ class WorkflowSearch:
             "GP_Updated": gp_updated, "Stop_Reason": stop,
             "Inherited_From": "" if a["inherited_from"] is None else
             "base" if a["inherited_from"] == BASE else str(Workflow.from_index(a["inherited_from"])),
-            "Total_Episodes_Sampled": m["episodes_used"]})
+            "Total_Episodes_Sampled": m["episodes_used"], "Lineage_Episodes": lineage})
         m["rows"]["gp_sampling_log"] += 1
         m["active"] = None
         self.progress(f"  → {stop}: reward {last['reward']:.2f} ± {last['se']:.2f}, compliance "

@@ -2,8 +2,8 @@
 search has evaluated after K evaluations, over several seeds, next to random search.
 
 "Best evaluated after K" = among the workflows whose visits 1..K reached compliance θ (the ones
-the GP was given), the one with the highest mean observed reward — what the search itself would
-report at that point. Its rank is looked up in exhaustive.csv (1 = highest Reward of 120).
+the GP was given), the one with the highest GP posterior mean, the GP fitted to those
+observations as the search fits it — what the search itself would report at that point. Its rank is looked up in exhaustive.csv (1 = highest Reward of 120).
 
 Random search gets the same K evaluations, drawn uniformly without replacement, and is credited
 with the *true* best of its K (the exhaustive table's Reward, no noise, no failed visit). That
@@ -39,15 +39,20 @@ def near_best(truth: dict, wf_id: int, n_se: float = 2.0) -> bool:
     return b["Reward"] - r["Reward"] <= n_se * math.hypot(b["Reward_SE"], r["Reward_SE"])
 
 
-def best_after(gp_log_rows: list[dict], k: int) -> int | None:
-    """Workflow id the search would report after its first k visits (None: none compliant)."""
-    obs: dict[int, list[float]] = {}
-    for r in gp_log_rows:
-        if int(r["Iteration"]) <= k and r["GP_Updated"] == "True":
-            obs.setdefault(int(r["Workflow_ID"]), []).append(float(r["Reward"]))
+def best_after(gp_log_rows: list[dict], k: int, detrend: bool = True, seed: int = 0) -> int | None:
+    """Workflow id the search would report after its first k visits (None: none compliant): the
+    highest GP posterior mean among the evaluated workflows, the GP fitted as the search fits it
+    to the observations of visits 1..k."""
+    from wfrl.search.gp import PermutationGP
+    from wfrl.search.loop import fit_observations
+    obs = [{"workflow": int(r["Workflow_ID"]), "reward": float(r["Reward"]),
+            "se": float(r["Reward_SE"]), "lineage": int(r.get("Lineage_Episodes") or 0)}
+           for r in gp_log_rows if int(r["Iteration"]) <= k and r["GP_Updated"] == "True"]
     if not obs:
         return None
-    return max(obs, key=lambda w: (np.mean(obs[w]), -w))
+    mu, _ = fit_observations(PermutationGP(seed=seed), obs, detrend).predict()
+    evaluated = sorted({o["workflow"] for o in obs})
+    return max(evaluated, key=lambda w: (mu[w], -w))
 
 
 def random_search_ranks(truth: dict, k: int, draws: int, seed: int = 0) -> np.ndarray:
@@ -78,10 +83,11 @@ def tabulate(exhaustive_csv, workdir, seeds, ks=KS) -> dict:
         run = Path(workdir) / f"seed{seed}"
         rows = read_csv(run / "gp_sampling_log.csv")
         summary = json.loads((run / "summary.json").read_text())
+        cfg = json.loads((run / "experiment_config.json").read_text())
         entry = {"seed": seed, "episodes": summary["episodes_used"],
                  "wall_s": summary["wall_time_s"], "ranks": {}, "near_best": {}, "picks": {}}
         for k in ks:
-            w = best_after(rows, k)
+            w = best_after(rows, k, cfg.get("detrend", False), cfg["seed"])
             entry["ranks"][k] = truth["rows"][w]["Rank"] if w is not None else 121
             entry["near_best"][k] = bool(w is not None and near_best(truth, w))
             entry["picks"][k] = w

@@ -323,3 +323,28 @@ def test_existing_run_is_not_overwritten(reference_run):
     with pytest.raises(UserError, match="already holds a run"):
         WorkflowSearch(_cfg(ref_out))
     assert (ref_out / "training_log.csv").read_bytes() == before
+
+
+def test_exhaustive_repeats_combine_and_continue(tmp_path):
+    from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive, load_exhaustive
+    cfg = ExhaustiveConfig(pretrain_episodes=4, episodes_per_workflow=2, episodes_per_update=2,
+                           eval_episodes=3, repeats=2, out=str(tmp_path / "ex"),
+                           ppo=PPOConfig(hidden=8, epochs=1, minibatches=1))
+    path = exhaustive(cfg, progress=_quiet)
+    rows = load_exhaustive(path)
+    assert sorted(r["Workflow_ID"] for r in rows) == ALL
+    assert sorted(r["Rank"] for r in rows) == list(range(1, 121))
+    runs = [{r["Workflow_ID"]: r for r in load_exhaustive(tmp_path / "ex" / f"seed{s}" /
+                                                             "exhaustive.csv")} for s in (0, 1)]
+    for r in rows:
+        pair = np.array([t[r["Workflow_ID"]]["Reward"] for t in runs])
+        assert r["Reward"] == pytest.approx(pair.mean(), abs=1e-3)
+        assert r["Reward_SE"] == pytest.approx(pair.std(ddof=1) / np.sqrt(2), abs=1e-3)
+    # an interrupted run is continued, not redone: drop 5 rows of one run and start again
+    one = tmp_path / "ex" / "seed1" / "exhaustive.csv"
+    lines = one.read_text().splitlines(keepends=True)
+    kept = {r["Workflow_ID"]: r["Reward"] for r in runs[1].values()}
+    one.write_text("".join(lines[:-5]))
+    exhaustive(cfg, progress=_quiet)
+    again = {r["Workflow_ID"]: r["Reward"] for r in load_exhaustive(one)}
+    assert again == kept  # same seeds → the 5 redone workflows come out the same

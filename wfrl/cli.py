@@ -136,6 +136,9 @@ def _add_exhaustive(sub):
     p.add_argument("--collector", default=e.collector)
     p.add_argument("--n-workers", type=_int, default=e.n_workers)
     p.add_argument("--seed", type=int, default=e.seed)
+    p.add_argument("--repeats", type=_int, default=e.repeats,
+                   help="training runs per workflow (seeds seed, seed+1, …), combined into one "
+                        "table whose standard errors include training randomness")
     p.add_argument("--out", default=e.out, help="directory for exhaustive.csv (an unfinished "
                                                 "table there is continued)")
 
@@ -244,7 +247,7 @@ def _cmd_exhaustive(a) -> int:
         pretrain_episodes=a.pretrain_episodes,
         episodes_per_update=a.episodes_per_update, eval_episodes=a.eval_episodes,
         alignment_lambda=a.alignment_lambda, backend=a.backend, collector=a.collector,
-        n_workers=a.n_workers, seed=a.seed, out=a.out).validate())
+        n_workers=a.n_workers, seed=a.seed, repeats=a.repeats, out=a.out).validate())
     return 0
 
 

@@ -114,8 +114,9 @@ class SearchConfig:
     """Episode budget of the whole search (never exceeded)."""
     max_episodes: int = 6_000
     """Episodes one visit of a workflow may use."""
-    min_episodes: int = 500
-    """Episodes of a visit before compliance may end it."""
+    min_episodes: int = 1_000
+    """Episodes of a visit before compliance may end it (compliance comes long before the reward
+    settles; see README)."""
     pretrain_episodes: int = 10_000
     """Warm-up before the first visit (part of the budget): each update on a workflow drawn at
     random, so every visit starts from a policy that already defends and follows orders and the

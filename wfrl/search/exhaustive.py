@@ -5,14 +5,17 @@ Protocol (the same for all 120, so their rewards are comparable): the search's p
 workflow starts from it (weights; a fresh optimiser) and trains `episodes_per_workflow` episodes in
 updates of `episodes_per_update` (no early stop; the same episode seeds for every workflow), then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
 episode numbers reserved for evaluation. Reward is their mean env return with its standard error,
-Compliance their mean compliance. Rows are appended (and fsynced) one workflow at a time, so an
+Compliance their mean compliance. One training run per workflow leaves out the randomness of
+training itself (retraining a workflow from the same base moves its reward by ~1.5–3, as much as
+the gaps among the best 40), so `--repeats R` runs the protocol for R seeds (each with its own
+pretrained base) and combines them (see combine()). Rows are appended (and fsynced) one workflow at a time, so an
 interrupted run continues where it stopped when started again with the same --out.
 """
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,8 @@ from wfrl.runlog import CsvLog, load_checkpoint, read_csv, save_checkpoint, writ
 from wfrl.train import ppo_step
 from wfrl.workflow import Workflow, all_workflows
 
+COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
+                    "Run_Rewards"]
 COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
            "Train_Compliance", "Episodes", "Seconds"]
 EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with training ones
@@ -45,6 +50,7 @@ class ExhaustiveConfig:
     collector: str = "sequential"
     n_workers: int = 2
     seed: int = 0
+    repeats: int = 1
     out: str = "runs/exhaustive"
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
@@ -54,7 +60,8 @@ class ExhaustiveConfig:
         check_collector(self.collector)
         if self.pretrain_episodes < 0:
             raise UserError(f"--pretrain-episodes must be non-negative (got {self.pretrain_episodes})")
-        for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers"):
+        for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers",
+                     "repeats"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive "
                                 f"(got {getattr(self, name)})")
@@ -99,8 +106,48 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
 
 
 def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
+    """Run the protocol for seeds seed .. seed+repeats-1 (each in DIR/seed<N>/, continued where an
+    earlier run stopped) and combine them into DIR/exhaustive.csv; with repeats = 1 the single
+    run's table is written to DIR directly."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg.validate()
+    if cfg.repeats == 1:
+        return _exhaustive_one(cfg, progress)
+    out = Path(cfg.out)
+    paths = []
+    for k in range(cfg.repeats):
+        sub = replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
+        progress(f"training run {k + 1} of {cfg.repeats} (seed {sub.seed}) in {sub.out}")
+        paths.append(_exhaustive_one(sub, progress))
+    return combine(paths, out / "exhaustive.csv", progress)
+
+
+def combine(paths, target: Path, progress=None) -> Path:
+    """One table from several runs of the protocol: Reward = mean over runs of each run's
+    evaluation mean, Reward_SE = their standard deviation / √runs (training randomness included,
+    which a single run's evaluation SE leaves out), Compliance = mean."""
+    tables = [{r["Workflow_ID"]: r for r in load_exhaustive(p)} for p in paths]
+    for p, t in zip(paths, tables):
+        if len(t) != 120:
+            raise UserError(f"{p} has {len(t)} of 120 workflows; finish that run first")
+    log = CsvLog(target, COMBINED_COLUMNS)
+    n = len(tables)
+    for wf in all_workflows():
+        rs = np.array([t[wf.index]["Reward"] for t in tables])
+        log.append({"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": round(float(rs.mean()), 4),
+                    "Reward_SE": round(float(rs.std(ddof=1) / np.sqrt(n)) if n > 1 else
+                                       float(tables[0][wf.index]["Reward_SE"]), 4),
+                    "Compliance": round(float(np.mean([t[wf.index]["Compliance"] for t in tables])), 4),
+                    "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs)})
+    rows = load_exhaustive(target)
+    best = min(rows, key=lambda r: r["Rank"])
+    if progress:
+        progress(f"combined {n} runs; best: {Workflow.from_index(best['Workflow_ID']).arrow()} "
+                 f"reward {best['Reward']:.2f} ± {best['Reward_SE']:.2f}; table in {target}")
+    return target
+
+
+def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
     out = Path(cfg.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -193,12 +193,13 @@ def test_parity_json():
 
 
 def test_train_searches_on_the_simulator_by_default(tmp_path):
-    res = wfrl("train", "--total-episodes", 40, "--episodes-per-update", 20, "--out", tmp_path)
+    res = wfrl("train", "--total-episodes", 60, "--pretrain-episodes", 20,
+               "--episodes-per-update", 20, "--out", tmp_path)
     assert res.returncode == 0, res.stderr
     cfg = json.loads((tmp_path / "experiment_config.json").read_text())
     assert cfg["backend"] == "sim" and cfg["mode"] == "search"
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["episodes_used"] == 40 and summary["visits"] == 1
+    assert summary["episodes_used"] == 60 and summary["visits"] == 1
 
 
 def test_bench_collectors_json():

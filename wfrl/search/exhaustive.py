@@ -77,6 +77,7 @@ def load_exhaustive(path) -> list[dict]:
         rows = read_csv(path)
         for r in rows:
             r["Workflow_ID"] = int(r["Workflow_ID"])
+            r.setdefault("Run_Rewards", None)
             for k in ("Reward", "Reward_SE", "Compliance"):
                 r[k] = float(r[k])
     except (KeyError, ValueError) as exc:

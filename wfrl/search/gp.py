@@ -80,7 +80,7 @@ class PermutationGP:
         self.length_scale, self.noise = length_scale, noise
         self.gpr = None
         self.y_mean, self.y_std = 0.0, 1.0
-        self.trend = 0.0
+        self.trend, self.z_ref = 0.0, 0.0
 
     def _kernel(self):
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
@@ -103,7 +103,7 @@ class PermutationGP:
             z = np.asarray(covariate, dtype=np.float64)
             A = np.c_[np.ones_like(z), z - z.max()]
             coef = np.linalg.lstsq(A, y, rcond=None)[0]
-            self.trend = float(coef[1])
+            self.trend, self.z_ref = float(coef[1]), float(z.max())
             y = y - self.trend * (z - z.max())  # rewards as if trained as long as the longest
         ses = np.zeros_like(y) if ses is None else np.asarray(ses, dtype=np.float64)
         self.y_mean = float(y.mean())
@@ -120,6 +120,13 @@ class PermutationGP:
             warnings.simplefilter("ignore")  # bound warnings on tiny data sets
             self.gpr.fit(embed(indices), z)
         return self
+
+    def adjusted(self, rewards, covariate) -> np.ndarray:
+        """Rewards moved to the common covariate value the GP compares workflows at."""
+        y = np.asarray(rewards, dtype=np.float64)
+        if covariate is None or self.trend == 0.0:
+            return y
+        return y - self.trend * (np.asarray(covariate, dtype=np.float64) - self.z_ref)
 
     def predict(self, indices=None) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and standard deviation (reward units) of the latent reward, i.e.

@@ -442,7 +442,11 @@ class WorkflowSearch:
         }
         write_json(self.run / "summary.json", summary)
         from wfrl.search.plots import plot_run
-        plot_run(self.run, mu, sd, m["observations"])
+        obs = m["observations"]
+        z = [math.log1p(o.get("lineage", 0)) for o in obs] if cfg.detrend else None
+        shown = [{**o, "reward": float(r)} for o, r in
+                 zip(obs, self.gp.adjusted([o["reward"] for o in obs], z))]
+        plot_run(self.run, mu, sd, shown, adjusted=bool(cfg.detrend and self.gp.trend))
         self.progress(format_table(summary, cfg.compliance_threshold))
         self.progress(f"records in {self.run}")
         return summary

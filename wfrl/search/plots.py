@@ -16,7 +16,10 @@ def _save(fig, path: Path) -> None:
     _atomic_write_bytes(path, buf.getvalue())
 
 
-def plot_run(run: Path, mu: np.ndarray, sd: np.ndarray, observations: list[dict]) -> list[Path]:
+def plot_run(run: Path, mu: np.ndarray, sd: np.ndarray, observations: list[dict],
+             adjusted: bool = False) -> list[Path]:
+    """adjusted: the observations' rewards were moved to the common training level the detrended
+    GP compares at (so they sit on the posterior's scale)."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -62,7 +65,8 @@ def plot_run(run: Path, mu: np.ndarray, sd: np.ndarray, observations: list[dict]
         ox = [pos[o["workflow"]] for o in observations]
         ax.errorbar(ox, [o["reward"] for o in observations],
                     yerr=[o["se"] for o in observations], fmt="o", color="C3", ms=4,
-                    label="observed (final update of a compliant visit)")
+                    label="observed (final update of a compliant visit)"
+                    + (", at the common training level" if adjusted else ""))
         best = int(order[0])
         ax.annotate(Workflow.from_index(best).arrow(), (0, mu[best]), xytext=(8, 8),
                     textcoords="offset points", fontsize=8)

@@ -87,9 +87,10 @@ def _add_train(sub):
                         f"(default: {s.patience})")
     p.add_argument("--beta", type=_beta, default=None,
                    help="search: constant UCB β (default: the GP-UCB schedule, see README)")
-    p.add_argument("--inherit", default=None, metavar="closest|base",
+    p.add_argument("--inherit", default=None, metavar="closest|base|scratch",
                    help="search: a workflow's first visit starts from the closest trained "
-                        f"workflow or from the pretrained base (default: {s.inherit})")
+                        "workflow, from the pretrained base, or from scratch "
+                        f"(default: {s.inherit})")
     p.add_argument("--no-detrend", dest="detrend", action="store_false", default=None,
                    help="search: give the GP the raw rewards, without regressing out how long "
                         "each policy's ancestry trained")

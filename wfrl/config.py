@@ -89,7 +89,7 @@ def _check_ppo(p: PPOConfig) -> None:
 
 
 AUTO_COLLECTOR = "auto"
-INHERIT = ("closest", "base")
+INHERIT = ("closest", "base", "scratch")
 
 
 def best_collector() -> str:
@@ -132,7 +132,8 @@ class SearchConfig:
     """Updates without a new best compliance before a visit gives up."""
     inherit: str = "closest"
     """Where a workflow's first visit starts: closest (the closest trained workflow by Kendall
-    distance; the pretrained base if none) or base (always the pretrained base)."""
+    distance; the pretrained base if none), base (always the pretrained base) or scratch (a fresh
+    policy: every first visit measures the same thing as `wfrl exhaustive` without pretraining)."""
     detrend: bool = True
     """Regress the rewards on log(training episodes behind the policy) before the GP models them
     (later visits inherit longer-trained policies; see README)."""

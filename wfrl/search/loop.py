@@ -220,7 +220,7 @@ class WorkflowSearch:
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
         parent = closest_trained(wf_index, trained) if self.cfg.inherit == "closest" else None
-        if parent is None and self.meta["pretrain"]["done"] \
+        if parent is None and self.cfg.inherit != "scratch" and self.meta["pretrain"]["done"] \
                 and checkpoint_path(self.run, BASE).exists():
             parent = BASE
         if parent is not None:

@@ -348,3 +348,71 @@ def test_exhaustive_repeats_combine_and_continue(tmp_path):
     exhaustive(cfg, progress=_quiet)
     again = {r["Workflow_ID"]: r["Reward"] for r in load_exhaustive(one)}
     assert again == kept  # same seeds → the 5 redone workflows come out the same
+    # a table is only continued under the protocol it was started with
+    from dataclasses import replace
+    with pytest.raises(UserError, match="episodes_per_workflow"):
+        exhaustive(replace(cfg, episodes_per_workflow=4), progress=_quiet)
+
+
+def test_resume_at_the_end_of_a_partial_pretraining_update(tmp_path, monkeypatch):
+    """Pretraining of 130 episodes in updates of 50 ends with a 30-episode update; a crash right
+    after it (before the base is committed) resumes without redoing or breaking anything."""
+    real = WorkflowSearch._commit
+
+    def dying_commit(self, learner):
+        if self.meta["pretrain"]["episodes"] == 130 and learner is None:  # base saved, not committed
+            raise KeyboardInterrupt
+        real(self, learner)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(WorkflowSearch, "_commit", dying_commit)
+    with pytest.raises(KeyboardInterrupt):
+        search(_cfg(out, total_episodes=400, pretrain_episodes=130), progress=_quiet)
+    monkeypatch.setattr(WorkflowSearch, "_commit", real)
+    summary = search(_resume_cfg(out), resume=True, progress=_quiet)
+    ref = search(_cfg(tmp_path / "ref", total_episodes=400, pretrain_episodes=130),
+                 progress=_quiet)
+    assert summary["episodes_used"] == ref["episodes_used"] == 400
+    assert _comparable(read_csv(out / "training_log.csv")) == \
+        _comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+
+
+def test_killed_after_summary_before_final_commit_is_resumable(tmp_path, monkeypatch):
+    real = WorkflowSearch._commit
+
+    def dying_commit(self, learner):
+        if self.meta["finished"]:
+            raise KeyboardInterrupt
+        real(self, learner)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(WorkflowSearch, "_commit", dying_commit)
+    with pytest.raises(KeyboardInterrupt):
+        search(_cfg(out, total_episodes=300), progress=_quiet)
+    monkeypatch.setattr(WorkflowSearch, "_commit", real)
+    summary = search(_resume_cfg(out), resume=True, progress=_quiet)
+    assert summary["episodes_used"] == 300
+    assert json.loads((out / "summary.json").read_text())["episodes_used"] == 300
+
+
+def test_gp_gets_no_observation_from_short_or_stub_visits(tmp_path):
+    # θ = 0: every visit is "compliant" and stops at the first update past min_episodes (60):
+    # 50 + 50. The budget cuts the third visit to 50 + 10: it trained its minimum, but its last
+    # update is a 10-episode stub, so it is not an observation.
+    search(_cfg(tmp_path / "run", total_episodes=360, max_episodes=150, min_episodes=60,
+                compliance_threshold=0.0, pretrain_episodes=100), progress=_quiet)
+    gpl = read_csv(tmp_path / "run" / "gp_sampling_log.csv")
+    assert [(int(r["Episodes_Trained"]), r["GP_Updated"]) for r in gpl] == \
+        [(100, "True"), (100, "True"), (60, "False")]
+    # and a visit that stops before min_episodes is not one either
+    search(_cfg(tmp_path / "run2", total_episodes=300, max_episodes=150, min_episodes=200,
+                compliance_threshold=0.0, pretrain_episodes=100), progress=_quiet)
+    assert {r["GP_Updated"] for r in read_csv(tmp_path / "run2" / "gp_sampling_log.csv")} == {"False"}
+
+
+def test_auto_collector_also_trains_one_workflow(tmp_path):
+    r = _cli("train", "--workflow", "balanced", "--collector", "auto", "--total-episodes", "4",
+             "--episodes-per-update", "2", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((tmp_path / "o" / "experiment_config.json").read_text())
+    assert cfg["collector"] in ("async", "sequential")

@@ -53,6 +53,8 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         check_backend(self.backend)
+        if self.collector == AUTO_COLLECTOR:
+            self.collector = best_collector()
         check_collector(self.collector)
         check_red_agent(self.red_agent)
         self.parsed_workflow()

@@ -207,6 +207,7 @@ class _SigtermAsExit:
             self.saved = signal.getsignal(signal.SIGTERM)
 
     def install(self):
+        _SigtermAsExit.received = None  # a new instance: an earlier run's SIGTERM is history
         previous = self.saved
         if previous is None:
             return

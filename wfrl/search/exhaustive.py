@@ -148,6 +148,27 @@ def combine(paths, target: Path, progress=None) -> Path:
     return target
 
 
+RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers")  # do not change the table
+
+
+def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
+    """A table is only continued under the protocol it was started with."""
+    import json
+    path = out / "experiment_config.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise UserError(f"{out} holds an exhaustive.csv without a readable {path.name}; "
+                        "choose another --out") from None
+    current = asdict(cfg)
+    for key, value in current.items():
+        if key in RUNTIME_ONLY or key not in stored:
+            continue
+        if stored[key] != value:
+            raise UserError(f"{out / 'exhaustive.csv'} was started with {key} = {stored[key]!r}, "
+                            f"not {value!r}; use the same settings to continue it or another --out")
+
+
 def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
     out = Path(cfg.out)
     try:
@@ -158,6 +179,7 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
     csv_path = out / "exhaustive.csv"
     done = set()
     if csv_path.exists():
+        _check_same_protocol(cfg, out)
         done = {r["Workflow_ID"] for r in load_exhaustive(csv_path)}
         progress(f"continuing {csv_path}: {len(done)} of 120 workflows done")
     else:

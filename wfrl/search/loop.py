@@ -64,12 +64,11 @@ def pretrain_workflow(seed: int, update: int) -> Workflow:
 
 
 def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_episodes: int,
-             total: int, M: int):
+             total: int, M: int, done_updates: int = 0):
     """Generator over pretraining updates: yields (workflow, n, episode stats, update stats,
-    collection s, update s) after each; starts after `done_episodes` of `total`."""
-    update = -(-done_episodes // M) if done_episodes % M == 0 else None
-    if update is None:
-        raise ValueError("pretraining resumes only at an update boundary")
+    collection s, update s) after each; continues after `done_updates` updates that used
+    `done_episodes` of `total`."""
+    update = done_updates
     done = done_episodes
     while done < total:
         wf = pretrain_workflow(seed, update)
@@ -287,7 +286,7 @@ class WorkflowSearch:
                 m["rows"]["training_log"] += 1
                 comp = row["Compliance"]
                 a["last"] = {"reward": row["Env_Reward"], "se": row["Env_Reward_SE"],
-                             "compliance": comp}
+                             "compliance": comp, "n": n}
                 if comp > a["best_compliance"]:
                     a["best_compliance"], a["since_best"] = comp, 0
                 else:
@@ -344,7 +343,7 @@ class WorkflowSearch:
         M = cfg.episodes_per_update
         start = m["episodes_used"] - p["episodes"]
         for wf, n, eps, ustats, tc, tu in pretrain(collector, learner, cfg.ppo, cfg.seed, start,
-                                                   p["episodes"], total, M):
+                                                   p["episodes"], total, M, p["updates"]):
             m["episodes_used"] += n
             p["episodes"] += n
             p["updates"] += 1
@@ -373,7 +372,14 @@ class WorkflowSearch:
         m["lineage"][wf.index] = lineage
         self._save_workflow(learner, wf)
         last = a["last"]
-        gp_updated = last["compliance"] >= self.cfg.compliance_threshold
+        cfg = self.cfg
+        # The GP gets the final update's mean reward if compliance reached θ — and the visit
+        # trained its minimum and the update was not a stub cut short by the budget (a handful
+        # of episodes would enter as a near-exact observation).
+        gp_updated = (last["compliance"] >= cfg.compliance_threshold
+                      and a["episodes"] >= cfg.min_episodes
+                      and last.get("n", cfg.episodes_per_update)
+                      >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
         if gp_updated:
             m["observations"].append({"workflow": wf.index, "reward": last["reward"],
                                       "se": last["se"], "iteration": a["iteration"],
@@ -412,22 +418,24 @@ class WorkflowSearch:
         out = []
         for w, v in rows.items():
             rs = [o["reward"] for o in obs if o["workflow"] == w]
-            out.append({"workflow": str(Workflow.from_index(w)), "workflow_id": w,
+            out.append({"_mu": float(mu[w]), "workflow": str(Workflow.from_index(w)),
+                        "workflow_id": w,
                         "posterior_mean": round(float(mu[w]), 3),
                         "posterior_sd": round(float(sd[w]), 3),
                         "reward": v["reward"], "reward_se": v["se"],
                         "mean_observed_reward": round(float(np.mean(rs)), 3),
                         "compliance": v["compliance"], "visits": len(rs),
                         "episodes_trained": self.meta["trained"].get(w, 0)})
-        return sorted(out, key=lambda r: (-r["posterior_mean"], r["workflow_id"]))
+        out.sort(key=lambda r: (-r["_mu"], r["workflow_id"]))
+        for r in out:
+            del r["_mu"]
+        return out
 
     def _finish(self) -> dict:
         m, cfg = self.meta, self.cfg
         ranking = self.ranking()
         best = ranking[0] if ranking else None
         mu, sd = self.fit_gp().predict()
-        m["finished"] = True
-        self._commit(None)
         summary = {
             "best_workflow": best["workflow"] if best else None,
             "best_workflow_id": best["workflow_id"] if best else None,
@@ -447,6 +455,8 @@ class WorkflowSearch:
         shown = [{**o, "reward": float(r)} for o, r in
                  zip(obs, self.gp.adjusted([o["reward"] for o in obs], z))]
         plot_run(self.run, mu, sd, shown, adjusted=bool(cfg.detrend and self.gp.trend))
+        m["finished"] = True  # last: a kill before this commit leaves a resumable run
+        self._commit(None)
         self.progress(format_table(summary, cfg.compliance_threshold))
         self.progress(f"records in {self.run}")
         return summary

@@ -87,7 +87,7 @@ def tabulate(exhaustive_csv, workdir, seeds, ks=KS) -> dict:
         entry = {"seed": seed, "episodes": summary["episodes_used"],
                  "wall_s": summary["wall_time_s"], "ranks": {}, "near_best": {}, "picks": {}}
         for k in ks:
-            w = best_after(rows, k, cfg.get("detrend", False), cfg["seed"])
+            w = best_after(rows, k, cfg.get("detrend", True), cfg["seed"])
             entry["ranks"][k] = truth["rows"][w]["Rank"] if w is not None else 121
             entry["near_best"][k] = bool(w is not None and near_best(truth, w))
             entry["picks"][k] = w

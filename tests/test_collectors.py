@@ -150,9 +150,9 @@ def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code,
         # a workflow search (the default of `wfrl train`): wait for the first update's line,
         # i.e. workers up and collecting
         line = proc.stderr.readline()
-        while line and "update" not in line:
+        while line and "| update" not in line:
             line = proc.stderr.readline()
-        assert "update" in line, line
+        assert "| update" in line, line
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -10,30 +10,20 @@ import time
 
 import numpy as np
 import pytest
+from _helpers import live_session_processes, perturbed_weights
 
 from wfrl.collect.sequential import make_collector
 from wfrl.collect.shm import SharedArrays, WeightsBoard, leaked_segments
-from wfrl.ppo.policy import ActorCritic
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("critical_first")
-
-
-def _weights(hidden=32, seed=0):
-    import torch
-    torch.manual_seed(seed)
-    m = ActorCritic(hidden)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(torch.randn_like(p) * 0.2)
-    return m.flat_weights()
 
 
 def _collect(name, backend, n, first=7, n_workers=2, kill=False):
     c = make_collector(name, backend, "RedMeanderAgent", 32, 5, 1.5, False, n_workers, n)
     try:
         killer = _Killer(c) if kill else None
-        stats = c.collect(_weights(), 3, WF, first, n)
+        stats = c.collect(perturbed_weights(), 3, WF, first, n)
         if killer:
             killer.join()
             assert killer.killed, "no worker was caught mid-episode"
@@ -125,17 +115,6 @@ def test_weights_board_versions():
         assert board.read_into(out) == 7 and out.tolist() == [0, 1, 2, 3, 4]
 
 
-def _live_session_processes(sid, wait=10.0):
-    """Processes of session `sid` that are still running (zombies waiting to be reaped by init
-    have already exited)."""
-    deadline = time.time() + wait
-    while True:
-        ps = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "--sid", str(sid)],
-                            capture_output=True, text=True).stdout.splitlines()
-        live = [line for line in ps if line.split()[1][0] != "Z"]
-        if not live or time.time() > deadline:
-            return live
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, None)])
@@ -164,7 +143,7 @@ def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code,
         assert proc.returncode == 128 + signal.SIGTERM, err
         assert err.strip().splitlines()[-1] == "wfrl: terminated (signal 15)"
     assert "Traceback" not in err
-    assert _live_session_processes(proc.pid) == []
+    assert live_session_processes(proc.pid) == []
     assert not leaked_segments(proc.pid)
     assert set(os.listdir("/dev/shm")) - before == set()  # no segment, no semaphore
     assert (tmp_path / "training_log.csv").read_text().count("\n") >= 2

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from _helpers import live_session_processes, perturbed_weights
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfrl[ray]')")
@@ -29,18 +30,6 @@ from wfrl.workflow import Workflow  # noqa: E402
 
 WF = Workflow.parse("critical_first")
 ARGS = ("RedMeanderAgent", 32, 5, 1.5, False)   # red agent, hidden, seed, lambda, count_foothold
-
-
-def _weights(seed=0, hidden=32):
-    import torch
-
-    from wfrl.ppo.policy import ActorCritic
-    torch.manual_seed(seed)
-    m = ActorCritic(hidden)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(torch.randn_like(p) * 0.2)
-    return m.flat_weights()
 
 
 def _snapshot(stats, collector):
@@ -115,7 +104,7 @@ def _loopback(addr):
 
 def test_ray_batch_equals_sequential_on_sim(local_ray):
     n = 37                                       # not a multiple of the workers or the chunk
-    wa, wb = _weights(0), _weights(1)
+    wa, wb = perturbed_weights(seed=0), perturbed_weights(seed=1)
     seq_a, seq_b = _sequential("sim", n, wa), _sequential("sim", n, wb, version=4)
     c = RayCollector("sim", *ARGS, n_workers=2, n_rows=n, chunk=8)
     try:
@@ -134,7 +123,7 @@ def test_ray_batch_equals_sequential_on_sim(local_ray):
 
 @pytest.mark.cyborg
 def test_ray_batch_equals_sequential_on_cyborg(local_ray):
-    w = _weights()
+    w = perturbed_weights()
     seq = _sequential("cyborg", 4, w)
     c = make_collector("ray", "cyborg", *ARGS, 2, 4)
     try:
@@ -165,7 +154,7 @@ class _Killer(threading.Thread):
 
 @pytest.mark.cyborg
 def test_killed_actor_yields_complete_identical_batch(local_ray):
-    w = _weights()
+    w = perturbed_weights()
     seq = _sequential("cyborg", 6, w)
     c = RayCollector("cyborg", *ARGS, n_workers=2, n_rows=6)
     try:
@@ -185,7 +174,7 @@ def test_killed_actor_yields_complete_identical_batch(local_ray):
 def test_local_instance_listens_on_loopback_only(local_ray):
     c = RayCollector("sim", *ARGS, n_workers=2, n_rows=4)
     try:
-        c.collect(_weights(), 0, WF, 0, 4)
+        c.collect(perturbed_weights(), 0, WF, 0, 4)
         pids = local_ray.pids()
         assert set(c.worker_pids()) <= set(pids)
         names = {pid: ray_exec._cmdline(pid) for pid in pids}
@@ -254,15 +243,6 @@ def _remove_empty(path):
         os.rmdir(path)
 
 
-def _live_session_processes(sid, wait=10.0):
-    deadline = time.time() + wait
-    while True:
-        ps = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "--sid", str(sid)],
-                            capture_output=True, text=True).stdout.splitlines()
-        live = [line for line in ps if line.split()[1][0] != "Z"]
-        if not live or time.time() > deadline:
-            return live
-        time.sleep(0.2)
 
 
 def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
@@ -281,7 +261,7 @@ def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
         assert info["session_dir"].startswith(info["temp_dir"] + os.sep)
         assert len(info["pids"]) >= 4                      # gcs, raylet, agents, actors...
         assert after == {"children_after_close": [], "alive_after_close": []}
-        assert _live_session_processes(proc.pid) == []
+        assert live_session_processes(proc.pid) == []
         assert list(home.iterdir()) == []                  # nothing under $HOME (no ~/.ray)
         assert list(cwd.iterdir()) == []
         assert os.listdir(tmp) == []                       # the temp dir is gone
@@ -310,7 +290,7 @@ def test_interrupt_during_collect_leaves_no_ray_process(tmp_path, sig, code):
         assert proc.returncode == code, err
         assert json.loads(out.splitlines()[-1]) == {"children_after_close": [],
                                                     "alive_after_close": []}
-        live = _live_session_processes(proc.pid)
+        live = live_session_processes(proc.pid)
         assert live == [], live
         assert not any(ray_exec._alive(p) for p in info["pids"])
         assert not os.path.exists(info["temp_dir"])

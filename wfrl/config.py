@@ -16,6 +16,18 @@ def _positive(name: str, value) -> None:
         raise UserError(f"--{name.replace('_', '-')} must be positive (got {value})")
 
 
+def _non_negative(name: str, value) -> None:
+    if value < 0:
+        raise UserError(f"--{name.replace('_', '-')} must be non-negative (got {value})")
+
+
+def _check_compliance_settings(cfg) -> None:
+    """θ and λ, shared by the single-workflow and the search configuration."""
+    if not 0.0 <= cfg.compliance_threshold <= 1.0:
+        raise UserError(f"--compliance-threshold must lie in [0, 1] (got {cfg.compliance_threshold})")
+    _non_negative("alignment_lambda", cfg.alignment_lambda)
+
+
 @dataclass
 class TrainConfig:
     workflow: str = "balanced"
@@ -60,12 +72,8 @@ class TrainConfig:
         self.parsed_workflow()
         for name in ("total_episodes", "episodes_per_update", "n_workers"):
             _positive(name, getattr(self, name))
-        if self.min_episodes < 0:
-            raise UserError(f"--min-episodes must be non-negative (got {self.min_episodes})")
-        if not 0.0 <= self.compliance_threshold <= 1.0:
-            raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
-        if self.alignment_lambda < 0:
-            raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
+        _non_negative("min_episodes", self.min_episodes)
+        _check_compliance_settings(self)
         _check_ppo(self.ppo)
         return self
 
@@ -165,16 +173,11 @@ class SearchConfig:
                      "patience"):
             _positive(name, getattr(self, name))
         for name in ("min_episodes", "max_evaluations", "pretrain_episodes"):
-            if getattr(self, name) < 0:
-                raise UserError(f"--{name.replace('_', '-')} must be non-negative "
-                                f"(got {getattr(self, name)})")
-        if not 0.0 <= self.compliance_threshold <= 1.0:
-            raise UserError(f"--compliance-threshold must lie in [0, 1] (got {self.compliance_threshold})")
-        if self.alignment_lambda < 0:
-            raise UserError(f"--alignment-lambda must be non-negative (got {self.alignment_lambda})")
+            _non_negative(name, getattr(self, name))
+        _check_compliance_settings(self)
         check_choice("inheritance", self.inherit, INHERIT)
-        if self.beta is not None and self.beta < 0:
-            raise UserError(f"--beta must be non-negative (got {self.beta})")
+        if self.beta is not None:
+            _non_negative("beta", self.beta)
         _check_ppo(self.ppo)
         return self
 

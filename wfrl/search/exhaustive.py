@@ -22,6 +22,7 @@ import numpy as np
 
 from wfrl import __version__
 from wfrl.collect.base import check_collector
+from wfrl.config import _non_negative, _positive
 from wfrl.collect.sequential import make_collector
 from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
@@ -58,13 +59,10 @@ class ExhaustiveConfig:
         check_backend(self.backend)
         check_red_agent(self.red_agent)
         check_collector(self.collector)
-        if self.pretrain_episodes < 0:
-            raise UserError(f"--pretrain-episodes must be non-negative (got {self.pretrain_episodes})")
+        _non_negative("pretrain_episodes", self.pretrain_episodes)
         for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers",
                      "repeats"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"--{name.replace('_', '-')} must be positive "
-                                f"(got {getattr(self, name)})")
+            _positive(name, getattr(self, name))
         return self
 
 

@@ -35,8 +35,7 @@ from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
                          save_checkpoint, write_json)
-from wfrl.search.gp import (N_WORKFLOWS, PermutationGP, argmax_ucb, beta_schedule,
-                            discordant_pairs, ucb_scores)
+from wfrl.search.gp import PermutationGP, argmax_ucb, beta_schedule, discordant_pairs, ucb_scores
 from wfrl.train import LOG_COLUMNS, log_row, ppo_step
 from wfrl.workflow import Workflow
 
@@ -405,12 +404,11 @@ class WorkflowSearch:
                       f"{last['compliance']:.3f} after {a['episodes']} episodes"
                       + ("" if gp_updated else "  (below θ: not given to the GP)"))
 
-    def ranking(self) -> list[dict]:
-        """Evaluated workflows that reached θ, best first by GP posterior mean."""
+    def ranking(self, mu: np.ndarray, sd: np.ndarray) -> list[dict]:
+        """Evaluated workflows that reached θ, best first by the GP posterior mean `mu`."""
         obs = self.meta["observations"]
         if not obs:
             return []
-        mu, sd = self.fit_gp().predict()
         rows = {}
         for v in self.meta["visits"]:
             if v["gp_updated"]:
@@ -433,9 +431,9 @@ class WorkflowSearch:
 
     def _finish(self) -> dict:
         m, cfg = self.meta, self.cfg
-        ranking = self.ranking()
-        best = ranking[0] if ranking else None
         mu, sd = self.fit_gp().predict()
+        ranking = self.ranking(mu, sd)
+        best = ranking[0] if ranking else None
         summary = {
             "best_workflow": best["workflow"] if best else None,
             "best_workflow_id": best["workflow_id"] if best else None,
@@ -500,5 +498,3 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
     d.update(overrides or {})
     return SearchConfig.from_dict(d)
 
-
-assert N_WORKFLOWS == 120

@@ -97,10 +97,9 @@ class SyncCollector(SharedCollectorBase):
             p.start()
 
     def _stop_workers(self):
-        for b in (getattr(self, "start_b", None), getattr(self, "step_b", None),
-                  getattr(self, "done_b", None)):
-            if b is not None:
-                b.abort()
+        # No barrier.abort() here or in _wait: a worker SIGKILLed inside barrier.wait() can die
+        # holding the barrier's lock, and abort() would then block forever. Workers are ended by
+        # signal instead, and _start_workers makes fresh barriers.
         for p in self.procs:
             if p.is_alive():
                 p.terminate()
@@ -127,9 +126,7 @@ class SyncCollector(SharedCollectorBase):
         while th.is_alive():
             th.join(0.05)
             if any(not p.is_alive() for p in self.procs):
-                barrier.abort()
-                th.join()
-                return False
+                return False  # the waiter thread stays parked on this (discarded) barrier
         return result.get("ok", False)
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,

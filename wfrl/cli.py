@@ -126,9 +126,13 @@ def _add_exhaustive(sub):
     p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
                                           "protocol (the search's ground truth)")
     p.add_argument("--red-agent", default=e.red_agent, metavar="|".join(RED_AGENTS))
-    p.add_argument("--pretrain-episodes", type=_int, default=e.pretrain_episodes,
-                   help="episodes of the search's pretraining that give the base policy every "
-                        "workflow starts from (0: from scratch)")
+    p.add_argument("--protocol", default=e.protocol, metavar="finetune|conditioned",
+                   help="finetune (default): each workflow trains from a pretrained base; "
+                        "conditioned: one order-conditioned policy, evaluated on each workflow")
+    p.add_argument("--pretrain-episodes", type=_int, default=None,
+                   help="finetune: episodes of the search's pretraining that give the base every "
+                        "workflow starts from (0: from scratch; default 10000); conditioned: "
+                        "training episodes of the conditioned policy (default 40000)")
     p.add_argument("--episodes-per-workflow", type=_int, default=e.episodes_per_workflow)
     p.add_argument("--episodes-per-update", type=_int, default=e.episodes_per_update)
     p.add_argument("--eval-episodes", type=_int, default=e.eval_episodes)
@@ -244,7 +248,7 @@ def _cmd_train(a) -> int:
 def _cmd_exhaustive(a) -> int:
     from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive
     exhaustive(ExhaustiveConfig(
-        red_agent=a.red_agent, episodes_per_workflow=a.episodes_per_workflow,
+        red_agent=a.red_agent, protocol=a.protocol, episodes_per_workflow=a.episodes_per_workflow,
         pretrain_episodes=a.pretrain_episodes,
         episodes_per_update=a.episodes_per_update, eval_episodes=a.eval_episodes,
         alignment_lambda=a.alignment_lambda, backend=a.backend, collector=a.collector,

@@ -10,6 +10,17 @@ training itself (retraining a workflow from the same base moves its reward by ~1
 the gaps among the best 40), so `--repeats R` runs the protocol for R seeds (each with its own
 pretrained base) and combines them (see combine()). Rows are appended (and fsynced) one workflow at a time, so an
 interrupted run continues where it stopped when started again with the same --out.
+
+`--protocol conditioned` asks the same question without per-workflow training: ONE order-conditioned
+policy is trained on random workflows (`pretrain_episodes`, one random workflow per update, as the
+search pretrains) and each of the 120 workflows is evaluated by conditioning that policy on it. It
+measures what a compliant policy for each workflow achieves once training has converged (about
+40,000 episodes on the simulator), for the price of one training run, so many seeds are affordable.
+
+With `--repeats R ≥ 2` the combined table comes with workflow_effect.json: a two-way analysis of
+variance (workflow × training run) whose F statistic and p-value say whether the workflows differ
+by more than training randomness at all, and the mean Spearman correlation of the per-run rankings.
+If they do not, no search can beat random search on that table.
 """
 from __future__ import annotations
 
@@ -37,12 +48,15 @@ COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Complianc
 COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
            "Train_Compliance", "Episodes", "Seconds"]
 EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with training ones
+PROTOCOLS = ("finetune", "conditioned")
+DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000}
 
 
 @dataclass
 class ExhaustiveConfig:
     red_agent: str = "B_lineAgent"
-    pretrain_episodes: int = 10_000
+    protocol: str = "finetune"
+    pretrain_episodes: int | None = None  # None: DEFAULT_PRETRAIN[protocol]
     episodes_per_workflow: int = 1000
     episodes_per_update: int = 50
     eval_episodes: int = 200
@@ -56,6 +70,14 @@ class ExhaustiveConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
     def validate(self) -> "ExhaustiveConfig":
+        if self.protocol not in PROTOCOLS:
+            raise UserError(f"unknown protocol {self.protocol!r}; choose one of "
+                            f"{', '.join(PROTOCOLS)}")
+        if self.pretrain_episodes is None:
+            self.pretrain_episodes = DEFAULT_PRETRAIN[self.protocol]
+        if self.protocol == "conditioned" and self.pretrain_episodes == 0:
+            raise UserError("--protocol conditioned needs --pretrain-episodes > 0 (the "
+                            "conditioned policy's training)")
         check_backend(self.backend)
         check_red_agent(self.red_agent)
         check_collector(self.collector)
@@ -143,7 +165,43 @@ def combine(paths, target: Path, progress=None) -> Path:
     if progress:
         progress(f"combined {n} runs; best: {Workflow.from_index(best['Workflow_ID']).arrow()} "
                  f"reward {best['Reward']:.2f} ± {best['Reward_SE']:.2f}; table in {target}")
+    if n >= 2:
+        rewards = np.array([[t[wf.index]["Reward"] for wf in all_workflows()] for t in tables])
+        effect = workflow_effect(rewards)
+        write_json(target.parent / "workflow_effect.json", effect)
+        if progress:
+            progress(f"do the workflows differ? F = {effect['F']:.2f} on ({effect['df_workflow']}, "
+                     f"{effect['df_residual']}) df, p = {effect['p_value']:.3g}; mean Spearman "
+                     f"between runs {effect['mean_spearman_between_runs']:.2f}")
     return target
+
+
+def workflow_effect(rewards) -> dict:
+    """Is there a workflow effect beyond training randomness? `rewards` is runs × workflows.
+    Two-way analysis of variance without interaction (a training run shifts every workflow's
+    reward by its own amount, so runs are blocks): F = MS_workflow / MS_residual with its p-value;
+    the workflow effect's standard deviation estimated from the mean squares (0 when F ≤ 1);
+    and the mean Spearman rank correlation over pairs of runs (about 0 when the ranking is noise)."""
+    from scipy.stats import f as f_dist
+    from scipy.stats import spearmanr
+    y = np.asarray(rewards, dtype=np.float64)
+    r, w = y.shape
+    if r < 2 or w < 2:
+        raise ValueError("need at least 2 runs and 2 workflows")
+    grand = y.mean()
+    row_eff = y.mean(axis=1, keepdims=True) - grand
+    col_eff = y.mean(axis=0, keepdims=True) - grand
+    resid = y - grand - row_eff - col_eff
+    df_w, df_e = w - 1, (w - 1) * (r - 1)
+    ms_w = r * float((col_eff ** 2).sum()) / df_w
+    ms_e = float((resid ** 2).sum()) / df_e
+    F = ms_w / ms_e if ms_e > 0 else float("inf")
+    pairs = [spearmanr(y[i], y[j])[0] for i in range(r) for j in range(i + 1, r)]
+    return {"runs": r, "workflows": w, "F": round(F, 4), "df_workflow": df_w,
+            "df_residual": df_e, "p_value": float(f_dist.sf(F, df_w, df_e)),
+            "workflow_sd": round(float(np.sqrt(max(ms_w - ms_e, 0.0) / r)), 4),
+            "run_noise_sd": round(float(np.sqrt(ms_e)), 4),
+            "mean_spearman_between_runs": round(float(np.mean(pairs)), 4)}
 
 
 RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers")  # do not change the table
@@ -196,13 +254,14 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
             learner = PPOLearner(cfg.ppo, seed=cfg.seed)
             if base is not None:
                 learner.model.load_state_dict(base["model"])
-            cond = np.tile(wf.onehot(), (M, 1))
             used, last = 0, None
-            while used < cfg.episodes_per_workflow:
-                n = min(cfg.episodes_per_update, cfg.episodes_per_workflow - used)
-                last, _, _, _ = ppo_step(collector, learner, wf, cond,
-                                         cfg.pretrain_episodes + used, n, cfg.ppo)
-                used += n
+            if cfg.protocol == "finetune":
+                cond = np.tile(wf.onehot(), (M, 1))
+                while used < cfg.episodes_per_workflow:
+                    n = min(cfg.episodes_per_update, cfg.episodes_per_workflow - used)
+                    last, _, _, _ = ppo_step(collector, learner, wf, cond,
+                                             cfg.pretrain_episodes + used, n, cfg.ppo)
+                    used += n
             ev = collector.collect(learner.flat_weights(), learner.version, wf,
                                    EVAL_EPISODE_BASE, cfg.eval_episodes)
             r = np.array([e.env_return for e in ev], dtype=np.float64)
@@ -210,8 +269,10 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
                    "Reward": round(float(r.mean()), 4),
                    "Reward_SE": round(float(r.std(ddof=1) / np.sqrt(len(r))), 4),
                    "Compliance": round(float(np.mean([e.compliance for e in ev])), 4),
-                   "Train_Reward": round(float(np.mean([e.env_return for e in last])), 4),
-                   "Train_Compliance": round(float(np.mean([e.compliance for e in last])), 4),
+                   "Train_Reward": "" if last is None else
+                   round(float(np.mean([e.env_return for e in last])), 4),
+                   "Train_Compliance": "" if last is None else
+                   round(float(np.mean([e.compliance for e in last])), 4),
                    "Episodes": used, "Seconds": round(time.perf_counter() - t0, 2)}
             log.append(row)
             done.add(wf.index)

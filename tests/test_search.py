@@ -291,6 +291,11 @@ def _cli(*args):
     (["train", "--patience", "0", "--out", "{tmp}/x"], "--patience must be positive"),
     (["train", "--collector", "bogus", "--out", "{tmp}/x"], "unknown collector"),
     (["exhaustive", "--red-agent", "Nobody", "--out", "{tmp}/x"], "unknown red agent"),
+    (["exhaustive", "--protocol", "bogus", "--out", "{tmp}/x"], "unknown protocol"),
+    (["exhaustive", "--protocol", "conditioned", "--pretrain-episodes", "0", "--out", "{tmp}/x"],
+     "needs --pretrain-episodes > 0"),
+    (["train", "--acquisition", "thompson", "--out", "{tmp}/x"], "unknown acquisition"),
+    (["train", "--workflow", "balanced", "--acquisition", "random"], "belongs to the workflow"),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):
     r = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
@@ -416,3 +421,116 @@ def test_auto_collector_also_trains_one_workflow(tmp_path):
     assert r.returncode == 0, r.stderr
     cfg = json.loads((tmp_path / "o" / "experiment_config.json").read_text())
     assert cfg["collector"] in ("async", "sequential")
+
+
+def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
+    """--protocol conditioned: one policy trained on random workflows (its base.pt), every
+    workflow only evaluated — so an evaluation of base.pt conditioned on a workflow reproduces
+    that workflow's row."""
+    from wfrl.collect.sequential import make_collector
+    from wfrl.runlog import load_checkpoint
+    from wfrl.search.exhaustive import (EVAL_EPISODE_BASE, ExhaustiveConfig, exhaustive,
+                                        load_exhaustive)
+    from wfrl.ppo.learner import PPOLearner
+    ppo = PPOConfig(hidden=8, epochs=1, minibatches=1)
+    cfg = ExhaustiveConfig(protocol="conditioned", pretrain_episodes=6, episodes_per_update=3,
+                           eval_episodes=4, out=str(tmp_path / "ex"), seed=2, ppo=ppo)
+    rows = {r["Workflow_ID"]: r for r in load_exhaustive(exhaustive(cfg, progress=_quiet))}
+    assert sorted(rows) == ALL
+    assert all(r["Episodes"] == "0" and r["Train_Reward"] == "" for r in rows.values())
+    learner = PPOLearner(ppo, seed=0)
+    learner.model.load_state_dict(load_checkpoint(tmp_path / "ex" / "base.pt")["model"])
+    col = make_collector("sequential", "sim", "B_lineAgent", 8, 2, cfg.alignment_lambda, False,
+                         1, 4)
+    try:
+        for w in (0, 57, 119):
+            ev = col.collect(learner.flat_weights(), 1, Workflow.from_index(w),
+                             EVAL_EPISODE_BASE, 4)
+            assert rows[w]["Reward"] == pytest.approx(np.mean([e.env_return for e in ev]),
+                                                      abs=1e-3)
+    finally:
+        col.close()
+    assert ExhaustiveConfig(protocol="conditioned").validate().pretrain_episodes == 40_000
+    assert ExhaustiveConfig().validate().pretrain_episodes == 10_000
+
+
+def _anova_by_regression(y):
+    """F for the workflow factor by comparing least-squares fits with and without workflow
+    dummies (both with run dummies): the textbook definition, independent of the mean-squares
+    shortcut in workflow_effect."""
+    r, w = y.shape
+    runs = np.kron(np.eye(r), np.ones((w, 1)))
+    wfs = np.kron(np.ones((r, 1)), np.eye(w))[:, 1:]
+    target = y.reshape(-1)
+
+    def rss(X):
+        beta, *_ = np.linalg.lstsq(X, target, rcond=None)
+        return float(((target - X @ beta) ** 2).sum())
+
+    full, reduced = rss(np.c_[runs, wfs]), rss(runs)
+    df_w, df_e = w - 1, r * w - r - (w - 1)
+    return ((reduced - full) / df_w) / (full / df_e)
+
+
+def test_workflow_effect_detects_a_real_effect_and_not_noise():
+    from wfrl.search.exhaustive import workflow_effect
+    rng = np.random.default_rng(0)
+    true = -5.0 * np.array([kendall_distance(Workflow.from_index(0), wf) for wf in all_workflows()])
+    run_shift = rng.normal(0, 5, size=(4, 1))
+    real = true + run_shift + rng.normal(0, 0.5, size=(4, 120))
+    noise = run_shift + rng.normal(0, 2, size=(4, 120))
+    e_real, e_noise = workflow_effect(real), workflow_effect(noise)
+    assert e_real["F"] == pytest.approx(_anova_by_regression(real), rel=1e-3)
+    assert e_noise["F"] == pytest.approx(_anova_by_regression(noise), rel=1e-3)
+    assert e_real["p_value"] < 1e-6 and e_real["mean_spearman_between_runs"] > 0.6
+    assert e_real["workflow_sd"] == pytest.approx(true.std(ddof=1), rel=0.1)
+    assert e_noise["p_value"] > 0.01 and abs(e_noise["mean_spearman_between_runs"]) < 0.2
+    assert e_noise["run_noise_sd"] == pytest.approx(2.0, rel=0.15)
+
+
+def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_path):
+    out = tmp_path / "run"
+    summary = search(_cfg(out, total_episodes=700, acquisition="random", max_episodes=100),
+                     progress=_quiet)
+    gpl = read_csv(out / "gp_sampling_log.csv")
+    ids = [int(r["Workflow_ID"]) for r in gpl]
+    assert summary["visits"] == len(ids) >= 5 and len(set(ids)) == len(ids)
+    again = search(_cfg(tmp_path / "again", total_episodes=700, acquisition="random",
+                        max_episodes=100), progress=_quiet)
+    assert [int(r["Workflow_ID"]) for r in read_csv(tmp_path / "again" / "gp_sampling_log.csv")] \
+        == ids and again["episodes_used"] == summary["episodes_used"] == 700
+    ucb = search(_cfg(tmp_path / "ucb", total_episodes=700, max_episodes=100), progress=_quiet)
+    ucb_ids = [int(r["Workflow_ID"]) for r in read_csv(tmp_path / "ucb" / "gp_sampling_log.csv")]
+    assert ucb["visits"] >= 5 and ucb_ids != ids
+
+
+def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
+    """quality.tabulate on two tiny searches per acquisition and a synthetic ground truth: every
+    reported rank is the truth's rank of the workflow best_after picks."""
+    from wfrl.runlog import write_csv_atomic
+    from wfrl.search import quality
+    from wfrl.search.exhaustive import COMBINED_COLUMNS
+    rng = np.random.default_rng(1)
+    true = -10 * np.array([kendall_distance(Workflow.from_index(7), wf) for wf in all_workflows()],
+                     dtype=float) + rng.normal(0, 0.01, 120)
+    runs = true + rng.normal(0, 0.1, size=(3, 120))
+    write_csv_atomic(tmp_path / "truth.csv", COMBINED_COLUMNS, [
+        {"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": runs[:, wf.index].mean(),
+         "Reward_SE": runs[:, wf.index].std(ddof=1) / np.sqrt(3), "Compliance": 1.0, "Runs": 3,
+         "Run_Rewards": " ".join(f"{x:.4f}" for x in runs[:, wf.index])} for wf in all_workflows()])
+    small = dict(pretrain_episodes=20, min_episodes=10, max_episodes=20, episodes_per_update=10,
+                 compliance_threshold=0.0, collector="sequential",
+                 ppo=PPOConfig(hidden=8, epochs=1, minibatches=1))
+    res = quality.run_quality(tmp_path / "truth.csv", seeds=[0, 1], ks=(1, 3), cfg_overrides=small,
+                              workdir=tmp_path / "q")
+    truth = quality.ground_truth(tmp_path / "truth.csv")
+    for acq in ("ucb", "random"):
+        assert [e["seed"] for e in res["per_seed"][acq]] == [0, 1]
+        for e in res["per_seed"][acq]:
+            for k in (1, 3):
+                assert e["ranks"][k] == truth["rows"][e["picks"][k]]["Rank"]
+    assert truth["rows"][7]["Rank"] == 1
+    assert res["workflow_effect"]["runs"] == 3 and res["workflow_effect"]["p_value"] < 1e-6
+    row3 = next(r for r in res["table"] if r["K"] == 3)
+    assert row3["ucb_median_rank"] == np.median(row3["ucb_ranks"])
+    assert 1 <= row3["oracle_random_median_rank"] <= 120

@@ -99,6 +99,7 @@ def _check_ppo(p: PPOConfig) -> None:
 
 
 AUTO_COLLECTOR = "auto"
+ACQUISITIONS = ("ucb", "random")
 INHERIT = ("closest", "base", "scratch")
 
 
@@ -149,6 +150,10 @@ class SearchConfig:
     (later visits inherit longer-trained policies; see README)."""
     beta: float | None = None
     """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
+    acquisition: str = "ucb"
+    """How the next workflow is chosen: ucb (GP-UCB) or random (uniformly among the workflows not
+    yet visited: the control that shows what the GP adds; training, gating, GP and reporting
+    stay the same)."""
     max_evaluations: int = 0
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
     count_foothold: bool = False
@@ -176,6 +181,7 @@ class SearchConfig:
             _non_negative(name, getattr(self, name))
         _check_compliance_settings(self)
         check_choice("inheritance", self.inherit, INHERIT)
+        check_choice("acquisition", self.acquisition, ACQUISITIONS)
         if self.beta is not None:
             _non_negative("beta", self.beta)
         _check_ppo(self.ppo)

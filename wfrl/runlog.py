@@ -85,6 +85,15 @@ class CsvLog:
             os.fsync(f.fileno())
 
 
+def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:
+    """A whole CSV at once: readers see the old file or the new one, never a part."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, list(columns), extrasaction="raise")
+    w.writeheader()
+    w.writerows(rows)
+    _atomic_write_bytes(Path(path), buf.getvalue().encode())
+
+
 def read_csv(path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))

@@ -39,7 +39,8 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOConfig, PPOLearner
-from wfrl.runlog import CsvLog, load_checkpoint, read_csv, save_checkpoint, write_json
+from wfrl.runlog import (CsvLog, load_checkpoint, read_csv, save_checkpoint, write_csv_atomic,
+                         write_json)
 from wfrl.train import ppo_step
 from wfrl.workflow import Workflow, all_workflows
 
@@ -151,15 +152,16 @@ def combine(paths, target: Path, progress=None) -> Path:
     for p, t in zip(paths, tables):
         if len(t) != 120:
             raise UserError(f"{p} has {len(t)} of 120 workflows; finish that run first")
-    log = CsvLog(target, COMBINED_COLUMNS)
     n = len(tables)
+    out_rows = []
     for wf in all_workflows():
         rs = np.array([t[wf.index]["Reward"] for t in tables])
-        log.append({"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": round(float(rs.mean()), 4),
+        out_rows.append({"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": round(float(rs.mean()), 4),
                     "Reward_SE": round(float(rs.std(ddof=1) / np.sqrt(n)) if n > 1 else
                                        float(tables[0][wf.index]["Reward_SE"]), 4),
                     "Compliance": round(float(np.mean([t[wf.index]["Compliance"] for t in tables])), 4),
                     "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs)})
+    write_csv_atomic(target, COMBINED_COLUMNS, out_rows)  # never a half-written table
     rows = load_exhaustive(target)
     best = min(rows, key=lambda r: r["Rank"])
     if progress:

@@ -207,7 +207,12 @@ class WorkflowSearch:
         beta = self.cfg.beta if self.cfg.beta is not None else beta_schedule(iteration)
         scores = ucb_scores(mu, sd, beta)
         rng = np.random.default_rng([self.cfg.seed, iteration])
-        w = argmax_ucb(scores, rng)
+        if self.cfg.acquisition == "random":
+            visited = {v["workflow"] for v in self.meta["visits"]}
+            fresh = [i for i in range(len(scores)) if i not in visited]
+            w = int(rng.choice(fresh or range(len(scores))))
+        else:
+            w = argmax_ucb(scores, rng)
         return {"workflow": w, "ucb": float(scores[w]), "mu": float(mu[w]), "sd": float(sd[w]),
                 "beta": beta}
 
@@ -264,7 +269,8 @@ class WorkflowSearch:
                     src = ("its own policy" if parent == pick["workflow"] else
                            "the pretrained base" if parent == BASE else
                            f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
-                    self.progress(f"[visit {m['iteration']}] {wf}  (UCB {pick['ucb']:.2f} = "
+                    how = "random pick; " if cfg.acquisition == "random" else ""
+                    self.progress(f"[visit {m['iteration']}] {wf}  ({how}UCB {pick['ucb']:.2f} = "
                                   f"{pick['mu']:.2f} + √{pick['beta']:.2f}·{pick['sd']:.2f}; "
                                   f"from {src})")
                     self._commit(learner)

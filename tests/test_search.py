@@ -534,3 +534,34 @@ def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
     row3 = next(r for r in res["table"] if r["K"] == 3)
     assert row3["ucb_median_rank"] == np.median(row3["ucb_ranks"])
     assert 1 <= row3["oracle_random_median_rank"] <= 120
+
+
+def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path):
+    """--gp-eval-episodes N: the GP observation is the mean of N evaluation episodes of the
+    visit's saved policy (reproducible from its checkpoint), not the last update's mean; training
+    and the budget are unchanged."""
+    from wfrl.collect.sequential import make_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.runlog import load_checkpoint
+    from wfrl.search.exhaustive import EVAL_EPISODE_BASE
+    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70)
+    summary = search(_cfg(tmp_path / "ev", **kw), progress=_quiet)
+    ref = search(_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100), progress=_quiet)
+    assert summary["episodes_used"] == ref["episodes_used"] == 400
+    assert _comparable(read_csv(tmp_path / "ev" / "training_log.csv")[:4]) == \
+        _comparable(read_csv(tmp_path / "ref" / "training_log.csv")[:4])
+    gpl = read_csv(tmp_path / "ev" / "gp_sampling_log.csv")
+    first = gpl[0]
+    assert first["GP_Updated"] == "True"
+    assert summary["evaluation_episodes"] == 70 * sum(r["GP_Updated"] == "True" for r in gpl)
+    wf = Workflow.from_index(int(first["Workflow_ID"]))
+    ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
+    learner = PPOLearner(PPOConfig(hidden=32, epochs=2), seed=0)
+    learner.model.load_state_dict(ck["model"])
+    col = make_collector("sequential", "sim", "B_lineAgent", 32, 3, 30.0, False, 1, 70)
+    try:
+        eps = col.collect(learner.flat_weights(), 1, wf, EVAL_EPISODE_BASE + 1_000_000, 70)
+    finally:
+        col.close()
+    assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)
+    assert first["Reward"] != read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Reward"]

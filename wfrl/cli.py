@@ -27,7 +27,7 @@ def _int(text):
 
 
 SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes",
-               "inherit", "detrend", "acquisition")
+               "inherit", "detrend", "acquisition", "gp_eval_episodes")
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
 
 
@@ -91,6 +91,9 @@ def _add_train(sub):
                    help="search: a workflow's first visit starts from the closest trained "
                         "workflow, from the pretrained base, or from scratch "
                         f"(default: {s.inherit})")
+    p.add_argument("--gp-eval-episodes", type=_int, default=None, metavar="N",
+                   help="search: give the GP the mean of N evaluation episodes of a visit's final "
+                        "policy instead of its last update's mean (default 0: the last update)")
     p.add_argument("--acquisition", default=None, metavar="ucb|random",
                    help="search: choose the next workflow by GP-UCB, or uniformly among the "
                         "unvisited ones (the control for judging the search; default: ucb)")

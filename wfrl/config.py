@@ -150,6 +150,10 @@ class SearchConfig:
     (later visits inherit longer-trained policies; see README)."""
     beta: float | None = None
     """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
+    gp_eval_episodes: int = 0
+    """0 (the reference): the GP gets the mean env reward of the visit's final training update.
+    N > 0: it gets the mean over N extra episodes of the final policy (sampling, as in training;
+    evaluation episode numbers, not counted in --total-episodes), a less noisy measurement."""
     acquisition: str = "ucb"
     """How the next workflow is chosen: ucb (GP-UCB) or random (uniformly among the workflows not
     yet visited: the control that shows what the GP adds; training, gating, GP and reporting
@@ -177,7 +181,7 @@ class SearchConfig:
         for name in ("total_episodes", "max_episodes", "episodes_per_update", "n_workers",
                      "patience"):
             _positive(name, getattr(self, name))
-        for name in ("min_episodes", "max_evaluations", "pretrain_episodes"):
+        for name in ("min_episodes", "max_evaluations", "pretrain_episodes", "gp_eval_episodes"):
             _non_negative(name, getattr(self, name))
         _check_compliance_settings(self)
         check_choice("inheritance", self.inherit, INHERIT)

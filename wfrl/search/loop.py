@@ -311,7 +311,7 @@ class WorkflowSearch:
                 elif left <= 0:
                     stop = "budget"
                 if stop is not None:
-                    self._finish_visit(learner, wf, stop)
+                    self._finish_visit(learner, wf, stop, collector)
                     learner = None
                 self._commit(learner)
         except KeyboardInterrupt:
@@ -371,7 +371,25 @@ class WorkflowSearch:
         self._commit(None)
         return None
 
-    def _finish_visit(self, learner, wf: Workflow, stop: str) -> None:
+    def _evaluate(self, collector, learner, wf: Workflow, iteration: int) -> dict:
+        """gp_eval_episodes episodes of the final policy on episode numbers reserved for
+        evaluation (distinct per visit, never used by training)."""
+        from wfrl.search.exhaustive import EVAL_EPISODE_BASE
+        n_total, M = self.cfg.gp_eval_episodes, self.cfg.episodes_per_update
+        first = EVAL_EPISODE_BASE + iteration * 1_000_000
+        returns, comps = [], []
+        while len(returns) < n_total:
+            n = min(M, n_total - len(returns))
+            eps = collector.collect(learner.flat_weights(), learner.version, wf,
+                                    first + len(returns), n)
+            returns += [e.env_return for e in eps]
+            comps += [e.compliance for e in eps]
+        r = np.asarray(returns, dtype=np.float64)
+        se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
+        return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
+                "compliance": round(float(np.mean(comps)), 4)}
+
+    def _finish_visit(self, learner, wf: Workflow, stop: str, collector=None) -> None:
         m, a = self.meta, self.meta["active"]
         lineage = a["lineage_start"] + a["episodes"]
         m["lineage"][wf.index] = lineage
@@ -385,6 +403,10 @@ class WorkflowSearch:
                       and a["episodes"] >= cfg.min_episodes
                       and last.get("n", cfg.episodes_per_update)
                       >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
+        if gp_updated and cfg.gp_eval_episodes > 0 and collector is not None:
+            ev = self._evaluate(collector, learner, wf, a["iteration"])
+            last = {**last, "reward": ev["reward"], "se": ev["se"], "train_reward": last["reward"]}
+            m["eval_episodes"] = m.get("eval_episodes", 0) + cfg.gp_eval_episodes
         if gp_updated:
             m["observations"].append({"workflow": wf.index, "reward": last["reward"],
                                       "se": last["se"], "iteration": a["iteration"],
@@ -448,6 +470,7 @@ class WorkflowSearch:
             "best_posterior_mean": best["posterior_mean"] if best else None,
             "best_compliance": best["compliance"] if best else None,
             "episodes_used": m["episodes_used"], "total_episodes": cfg.total_episodes,
+            "evaluation_episodes": m.get("eval_episodes", 0),
             "visits": len(m["visits"]), "gp_observations": len(m["observations"]),
             "updates": m["updates"], "wall_time_s": m["wall_time"],
             "gp_hyperparameters": self.gp.hyperparameters(), "top": ranking[:10],

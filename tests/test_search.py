@@ -485,6 +485,12 @@ def test_workflow_effect_detects_a_real_effect_and_not_noise():
     assert e_real["p_value"] < 1e-6 and e_real["mean_spearman_between_runs"] > 0.6
     assert e_real["workflow_sd"] == pytest.approx(true.std(ddof=1), rel=0.1)
     assert e_noise["p_value"] > 0.01 and abs(e_noise["mean_spearman_between_runs"]) < 0.2
+    assert e_real["friedman_p_value"] < 1e-6 and e_noise["friedman_p_value"] > 0.01
+    # one wildly noisy run hides the effect from F but not from the within-run ranks
+    wild = real.copy()
+    wild[0] += rng.normal(0, 60, size=120)
+    assert workflow_effect(wild)["p_value"] > workflow_effect(wild)["friedman_p_value"]
+    assert workflow_effect(wild)["friedman_p_value"] < 1e-6
     assert e_noise["run_noise_sd"] == pytest.approx(2.0, rel=0.15)
 
 

@@ -169,12 +169,16 @@ def combine(paths, target: Path, progress=None) -> Path:
                  f"reward {best['Reward']:.2f} ± {best['Reward_SE']:.2f}; table in {target}")
     if n >= 2:
         rewards = np.array([[t[wf.index]["Reward"] for wf in all_workflows()] for t in tables])
+        compliance = np.array([[t[wf.index]["Compliance"] for wf in all_workflows()]
+                               for t in tables])
         effect = workflow_effect(rewards)
-        write_json(target.parent / "workflow_effect.json", effect)
+        write_json(target.parent / "workflow_effect.json",
+                   {**effect, "compliance": workflow_effect(compliance)})
         if progress:
-            progress(f"do the workflows differ? F = {effect['F']:.2f} on ({effect['df_workflow']}, "
-                     f"{effect['df_residual']}) df, p = {effect['p_value']:.3g}; mean Spearman "
-                     f"between runs {effect['mean_spearman_between_runs']:.2f}")
+            progress(f"do the workflows' rewards differ? F = {effect['F']:.2f} on "
+                     f"({effect['df_workflow']}, {effect['df_residual']}) df, p = "
+                     f"{effect['p_value']:.3g}; Friedman p = {effect['friedman_p_value']:.3g}; "
+                     f"mean Spearman between runs {effect['mean_spearman_between_runs']:.2f}")
     return target
 
 
@@ -199,7 +203,14 @@ def workflow_effect(rewards) -> dict:
     ms_e = float((resid ** 2).sum()) / df_e
     F = ms_w / ms_e if ms_e > 0 else float("inf")
     pairs = [spearmanr(y[i], y[j])[0] for i in range(r) for j in range(i + 1, r)]
+    # Friedman's test ranks the workflows within each run: unlike F it does not assume that all
+    # runs are equally noisy (one unstable training run can inflate MS_residual and hide an
+    # effect from F).
+    from scipy.stats import friedmanchisquare
+    fr = friedmanchisquare(*y.T) if r >= 2 and w >= 3 else None
     return {"runs": r, "workflows": w, "F": round(F, 4), "df_workflow": df_w,
+            "friedman_chi2": round(float(fr.statistic), 4) if fr else None,
+            "friedman_p_value": float(fr.pvalue) if fr else None,
             "df_residual": df_e, "p_value": float(f_dist.sf(F, df_w, df_e)),
             "workflow_sd": round(float(np.sqrt(max(ms_w - ms_e, 0.0) / r)), 4),
             "run_noise_sd": round(float(np.sqrt(ms_e)), 4),

@@ -429,6 +429,8 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     that workflow's row."""
     from wfrl.collect.sequential import make_collector
     from wfrl.runlog import load_checkpoint
+    from dataclasses import replace
+
     from wfrl.search.exhaustive import (EVAL_EPISODE_BASE, ExhaustiveConfig, exhaustive,
                                         load_exhaustive)
     from wfrl.ppo.learner import PPOLearner
@@ -450,8 +452,22 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
                                                       abs=1e-3)
     finally:
         col.close()
-    assert ExhaustiveConfig(protocol="conditioned").validate().pretrain_episodes == 40_000
-    assert ExhaustiveConfig().validate().pretrain_episodes == 10_000
+    assert ExhaustiveConfig(protocol="conditioned").resolved().pretrain_episodes == 40_000
+    assert ExhaustiveConfig().resolved().pretrain_episodes == 10_000
+    assert ExhaustiveConfig().validate().pretrain_episodes is None  # validate() changes nothing
+    # a table from before --protocol existed (no "protocol" in its config) was a fine-tune table:
+    # it is not continued as a conditioned one, even with a matching pretraining length
+    ft = tmp_path / "old"
+    exhaustive(replace(cfg, protocol="finetune", episodes_per_workflow=3, out=str(ft)),
+               progress=_quiet)
+    stored = json.loads((ft / "experiment_config.json").read_text())
+    del stored["protocol"]
+    (ft / "experiment_config.json").write_text(json.dumps(stored))
+    lines = (ft / "exhaustive.csv").read_text().splitlines(keepends=True)
+    (ft / "exhaustive.csv").write_text("".join(lines[:-3]))
+    with pytest.raises(UserError, match="protocol"):
+        exhaustive(replace(cfg, out=str(ft)), progress=_quiet)
+    assert len((ft / "exhaustive.csv").read_text().splitlines()) == len(lines) - 3
 
 
 def _anova_by_regression(y):
@@ -492,6 +508,11 @@ def test_workflow_effect_detects_a_real_effect_and_not_noise():
     assert workflow_effect(wild)["p_value"] > workflow_effect(wild)["friedman_p_value"]
     assert workflow_effect(wild)["friedman_p_value"] < 1e-6
     assert e_noise["run_noise_sd"] == pytest.approx(2.0, rel=0.15)
+    # no variation within runs (every workflow fully compliant): nothing to test, no fake effect
+    for flat in (np.ones((4, 120)), np.full((4, 120), 0.9) + np.arange(4)[:, None]):
+        e = workflow_effect(flat)
+        assert e["F"] is None and e["p_value"] is None and e["friedman_p_value"] is None
+        json.dumps(e, allow_nan=False)
 
 
 def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_path):
@@ -532,6 +553,7 @@ def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
     truth = quality.ground_truth(tmp_path / "truth.csv")
     for acq in ("ucb", "random"):
         assert [e["seed"] for e in res["per_seed"][acq]] == [0, 1]
+        assert {e["acquisition"] for e in res["per_seed"][acq]} == {acq}  # what really ran
         for e in res["per_seed"][acq]:
             for k in (1, 3):
                 assert e["ranks"][k] == truth["rows"][e["picks"][k]]["Rank"]
@@ -550,16 +572,17 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     from wfrl.ppo.learner import PPOLearner
     from wfrl.runlog import load_checkpoint
     from wfrl.search.exhaustive import EVAL_EPISODE_BASE
-    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70)
+    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1)
     summary = search(_cfg(tmp_path / "ev", **kw), progress=_quiet)
-    ref = search(_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100), progress=_quiet)
-    assert summary["episodes_used"] == ref["episodes_used"] == 400
-    assert _comparable(read_csv(tmp_path / "ev" / "training_log.csv")[:4]) == \
-        _comparable(read_csv(tmp_path / "ref" / "training_log.csv")[:4])
+    ref = search(_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100, max_evaluations=1),
+                 progress=_quiet)
+    assert summary["episodes_used"] == ref["episodes_used"]
+    assert _comparable(read_csv(tmp_path / "ev" / "training_log.csv")) == \
+        _comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
     gpl = read_csv(tmp_path / "ev" / "gp_sampling_log.csv")
     first = gpl[0]
     assert first["GP_Updated"] == "True"
-    assert summary["evaluation_episodes"] == 70 * sum(r["GP_Updated"] == "True" for r in gpl)
+    assert len(gpl) == 1 and summary["evaluation_episodes"] == 70
     wf = Workflow.from_index(int(first["Workflow_ID"]))
     ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
     learner = PPOLearner(PPOConfig(hidden=32, epochs=2), seed=0)
@@ -571,3 +594,20 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
         col.close()
     assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)
     assert first["Reward"] != read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Reward"]
+
+
+def test_best_after_reports_the_best_posterior_among_compliant_visits():
+    """A hand-made log: workflow 7 observed at −10 twice, workflow 8 (its neighbour) at −30, 100 at
+    −20 but below θ (not given to the GP), 50 at −25 after visit 3. After 2 visits the pick is 7;
+    after 4, still 7 (100 never counts; 50 is worse)."""
+    from wfrl.search.quality import best_after
+
+    def row(it, w, r, ok):
+        return {"Iteration": str(it), "Workflow_ID": str(w), "Reward": str(r), "Reward_SE": "0.5",
+                "GP_Updated": str(ok), "Lineage_Episodes": "1000"}
+    log = [row(1, 8, -30, True), row(2, 7, -10, True), row(3, 100, -5, False),
+           row(4, 50, -25, True), row(5, 7, -10, True)]
+    assert best_after(log, 1, detrend=False) == 8
+    assert best_after(log, 2, detrend=False) == 7
+    assert best_after(log, 5, detrend=False) == 7
+    assert best_after([row(1, 3, -1, False)], 1, detrend=False) is None

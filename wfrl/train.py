@@ -40,6 +40,23 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
 
+def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: int) -> dict:
+    """n episodes of the learner's current policy (sampling, as in training) on workflow wf,
+    numbered first_episode.., collected `chunk` at a time: mean env return, its standard error and
+    mean compliance."""
+    returns, comps = [], []
+    while len(returns) < n:
+        k = min(chunk, n - len(returns))
+        eps = collector.collect(learner.flat_weights(), learner.version, wf,
+                                first_episode + len(returns), k)
+        returns += [e.env_return for e in eps]
+        comps += [e.compliance for e in eps]
+    r = np.asarray(returns, dtype=np.float64)
+    se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
+    return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
+            "compliance": round(float(np.mean(comps)), 4)}
+
+
 def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version,
             phase: str = "train") -> dict:
     """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf."""

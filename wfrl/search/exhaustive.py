@@ -37,15 +37,15 @@ from wfrl.config import _non_negative, _positive
 from wfrl.collect.sequential import make_collector
 from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
-from wfrl.errors import UserError
+from wfrl.errors import UserError, check_choice
 from wfrl.ppo.learner import PPOConfig, PPOLearner
 from wfrl.runlog import (CsvLog, load_checkpoint, read_csv, save_checkpoint, write_csv_atomic,
                          write_json)
-from wfrl.train import ppo_step
+from wfrl.train import evaluate_policy, ppo_step
 from wfrl.workflow import Workflow, all_workflows
 
 COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
-                    "Run_Rewards"]
+                    "Run_Rewards", "Run_Compliance"]
 COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
            "Train_Compliance", "Episodes", "Seconds"]
 EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with training ones
@@ -70,19 +70,22 @@ class ExhaustiveConfig:
     out: str = "runs/exhaustive"
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
-    def validate(self) -> "ExhaustiveConfig":
-        if self.protocol not in PROTOCOLS:
-            raise UserError(f"unknown protocol {self.protocol!r}; choose one of "
-                            f"{', '.join(PROTOCOLS)}")
+    def resolved(self) -> "ExhaustiveConfig":
+        """This config with the protocol's default pretraining length filled in."""
         if self.pretrain_episodes is None:
-            self.pretrain_episodes = DEFAULT_PRETRAIN[self.protocol]
-        if self.protocol == "conditioned" and self.pretrain_episodes == 0:
+            return replace(self, pretrain_episodes=DEFAULT_PRETRAIN.get(self.protocol, 0))
+        return self
+
+    def validate(self) -> "ExhaustiveConfig":
+        check_choice("protocol", self.protocol, PROTOCOLS)
+        pretrain = self.resolved().pretrain_episodes
+        if self.protocol == "conditioned" and pretrain == 0:
             raise UserError("--protocol conditioned needs --pretrain-episodes > 0 (the "
                             "conditioned policy's training)")
         check_backend(self.backend)
         check_red_agent(self.red_agent)
         check_collector(self.collector)
-        _non_negative("pretrain_episodes", self.pretrain_episodes)
+        _non_negative("pretrain_episodes", pretrain)
         for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers",
                      "repeats"):
             _positive(name, getattr(self, name))
@@ -99,6 +102,7 @@ def load_exhaustive(path) -> list[dict]:
         for r in rows:
             r["Workflow_ID"] = int(r["Workflow_ID"])
             r.setdefault("Run_Rewards", None)
+            r.setdefault("Run_Compliance", None)
             for k in ("Reward", "Reward_SE", "Compliance"):
                 r[k] = float(r[k])
     except (KeyError, ValueError) as exc:
@@ -132,7 +136,7 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     earlier run stopped) and combine them into DIR/exhaustive.csv; with repeats = 1 the single
     run's table is written to DIR directly."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    cfg.validate()
+    cfg = cfg.validate().resolved()
     if cfg.repeats == 1:
         return _exhaustive_one(cfg, progress)
     out = Path(cfg.out)
@@ -160,7 +164,9 @@ def combine(paths, target: Path, progress=None) -> Path:
                     "Reward_SE": round(float(rs.std(ddof=1) / np.sqrt(n)) if n > 1 else
                                        float(tables[0][wf.index]["Reward_SE"]), 4),
                     "Compliance": round(float(np.mean([t[wf.index]["Compliance"] for t in tables])), 4),
-                    "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs)})
+                    "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs),
+                    "Run_Compliance": " ".join(f"{t[wf.index]['Compliance']:.4f}"
+                                               for t in tables)})
     write_csv_atomic(target, COMBINED_COLUMNS, out_rows)  # never a half-written table
     rows = load_exhaustive(target)
     best = min(rows, key=lambda r: r["Rank"])
@@ -175,11 +181,17 @@ def combine(paths, target: Path, progress=None) -> Path:
         write_json(target.parent / "workflow_effect.json",
                    {**effect, "compliance": workflow_effect(compliance)})
         if progress:
-            progress(f"do the workflows' rewards differ? F = {effect['F']:.2f} on "
-                     f"({effect['df_workflow']}, {effect['df_residual']}) df, p = "
-                     f"{effect['p_value']:.3g}; Friedman p = {effect['friedman_p_value']:.3g}; "
-                     f"mean Spearman between runs {effect['mean_spearman_between_runs']:.2f}")
+            progress("do the workflows' rewards differ? " + describe_effect(effect))
     return target
+
+
+def describe_effect(e: dict) -> str:
+    """One line for a workflow_effect() result."""
+    if e["F"] is None:
+        return "no variation within runs: nothing to test"
+    return (f"F = {e['F']:.2f} on ({e['df_workflow']}, {e['df_residual']}) df, p = "
+            f"{e['p_value']:.3g}; Friedman p = {e['friedman_p_value']:.3g}; mean Spearman "
+            f"between runs {e['mean_spearman_between_runs']:.2f}")
 
 
 def workflow_effect(rewards) -> dict:
@@ -189,32 +201,38 @@ def workflow_effect(rewards) -> dict:
     the workflow effect's standard deviation estimated from the mean squares (0 when F ≤ 1);
     and the mean Spearman rank correlation over pairs of runs (about 0 when the ranking is noise)."""
     from scipy.stats import f as f_dist
-    from scipy.stats import spearmanr
+    from scipy.stats import friedmanchisquare, spearmanr
     y = np.asarray(rewards, dtype=np.float64)
     r, w = y.shape
-    if r < 2 or w < 2:
-        raise ValueError("need at least 2 runs and 2 workflows")
+    if r < 2 or w < 3:
+        raise ValueError("need at least 2 runs and 3 workflows")
     grand = y.mean()
     row_eff = y.mean(axis=1, keepdims=True) - grand
     col_eff = y.mean(axis=0, keepdims=True) - grand
     resid = y - grand - row_eff - col_eff
     df_w, df_e = w - 1, (w - 1) * (r - 1)
-    ms_w = r * float((col_eff ** 2).sum()) / df_w
-    ms_e = float((resid ** 2).sum()) / df_e
-    F = ms_w / ms_e if ms_e > 0 else float("inf")
-    pairs = [spearmanr(y[i], y[j])[0] for i in range(r) for j in range(i + 1, r)]
+    ss_w, ss_e = r * float((col_eff ** 2).sum()), float((resid ** 2).sum())
+    ms_w, ms_e = ss_w / df_w, ss_e / df_e
+    # Values that do not vary within runs (every workflow fully compliant, say) carry no
+    # evidence either way: no F, no p, rather than a rounding-noise "effect" or inf/NaN.
+    scale = float(((y - y.mean(axis=1, keepdims=True)) ** 2).sum())
+    degenerate = scale <= 1e-12 * max(1.0, float((y ** 2).sum())) or ss_e <= 1e-9 * scale
+    F = None if degenerate else ms_w / ms_e
+    pairs = [] if degenerate else [spearmanr(y[i], y[j])[0]
+                                   for i in range(r) for j in range(i + 1, r)]
     # Friedman's test ranks the workflows within each run: unlike F it does not assume that all
     # runs are equally noisy (one unstable training run can inflate MS_residual and hide an
     # effect from F).
-    from scipy.stats import friedmanchisquare
-    fr = friedmanchisquare(*y.T) if r >= 2 and w >= 3 else None
-    return {"runs": r, "workflows": w, "F": round(F, 4), "df_workflow": df_w,
-            "friedman_chi2": round(float(fr.statistic), 4) if fr else None,
-            "friedman_p_value": float(fr.pvalue) if fr else None,
-            "df_residual": df_e, "p_value": float(f_dist.sf(F, df_w, df_e)),
+    fr = None if degenerate else friedmanchisquare(*y.T)
+    spearman = float(np.mean(pairs)) if pairs and np.all(np.isfinite(pairs)) else None
+    return {"runs": r, "workflows": w, "df_workflow": df_w, "df_residual": df_e,
+            "F": None if F is None else round(F, 4),
+            "p_value": None if F is None else float(f_dist.sf(F, df_w, df_e)),
+            "friedman_chi2": None if fr is None else round(float(fr.statistic), 4),
+            "friedman_p_value": None if fr is None else float(fr.pvalue),
             "workflow_sd": round(float(np.sqrt(max(ms_w - ms_e, 0.0) / r)), 4),
             "run_noise_sd": round(float(np.sqrt(ms_e)), 4),
-            "mean_spearman_between_runs": round(float(np.mean(pairs)), 4)}
+            "mean_spearman_between_runs": None if spearman is None else round(spearman, 4)}
 
 
 RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers")  # do not change the table
@@ -229,9 +247,12 @@ def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
     except (OSError, ValueError):
         raise UserError(f"{out} holds an exhaustive.csv without a readable {path.name}; "
                         "choose another --out") from None
+    stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
     current = asdict(cfg)
+    unused = ("episodes_per_workflow", "episodes_per_update") if cfg.protocol == "conditioned" \
+        else ()
     for key, value in current.items():
-        if key in RUNTIME_ONLY or key not in stored:
+        if key in RUNTIME_ONLY or key in unused or key not in stored:
             continue
         if stored[key] != value:
             raise UserError(f"{out / 'exhaustive.csv'} was started with {key} = {stored[key]!r}, "
@@ -275,13 +296,9 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
                     last, _, _, _ = ppo_step(collector, learner, wf, cond,
                                              cfg.pretrain_episodes + used, n, cfg.ppo)
                     used += n
-            ev = collector.collect(learner.flat_weights(), learner.version, wf,
-                                   EVAL_EPISODE_BASE, cfg.eval_episodes)
-            r = np.array([e.env_return for e in ev], dtype=np.float64)
-            row = {"Workflow": str(wf), "Workflow_ID": wf.index,
-                   "Reward": round(float(r.mean()), 4),
-                   "Reward_SE": round(float(r.std(ddof=1) / np.sqrt(len(r))), 4),
-                   "Compliance": round(float(np.mean([e.compliance for e in ev])), 4),
+            ev = evaluate_policy(collector, learner, wf, EVAL_EPISODE_BASE, cfg.eval_episodes, M)
+            row = {"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": ev["reward"],
+                   "Reward_SE": ev["se"], "Compliance": ev["compliance"],
                    "Train_Reward": "" if last is None else
                    round(float(np.mean([e.env_return for e in last])), 4),
                    "Train_Compliance": "" if last is None else

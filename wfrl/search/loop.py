@@ -36,7 +36,8 @@ from wfrl.ppo.learner import PPOLearner
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
                          save_checkpoint, write_json)
 from wfrl.search.gp import PermutationGP, argmax_ucb, beta_schedule, discordant_pairs, ucb_scores
-from wfrl.train import LOG_COLUMNS, log_row, ppo_step
+from wfrl.search.exhaustive import EVAL_EPISODE_BASE
+from wfrl.train import LOG_COLUMNS, evaluate_policy, log_row, ppo_step
 from wfrl.workflow import Workflow
 
 STATE_FILE = "search_state.pt"
@@ -371,25 +372,7 @@ class WorkflowSearch:
         self._commit(None)
         return None
 
-    def _evaluate(self, collector, learner, wf: Workflow, iteration: int) -> dict:
-        """gp_eval_episodes episodes of the final policy on episode numbers reserved for
-        evaluation (distinct per visit, never used by training)."""
-        from wfrl.search.exhaustive import EVAL_EPISODE_BASE
-        n_total, M = self.cfg.gp_eval_episodes, self.cfg.episodes_per_update
-        first = EVAL_EPISODE_BASE + iteration * 1_000_000
-        returns, comps = [], []
-        while len(returns) < n_total:
-            n = min(M, n_total - len(returns))
-            eps = collector.collect(learner.flat_weights(), learner.version, wf,
-                                    first + len(returns), n)
-            returns += [e.env_return for e in eps]
-            comps += [e.compliance for e in eps]
-        r = np.asarray(returns, dtype=np.float64)
-        se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
-        return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
-                "compliance": round(float(np.mean(comps)), 4)}
-
-    def _finish_visit(self, learner, wf: Workflow, stop: str, collector=None) -> None:
+    def _finish_visit(self, learner, wf: Workflow, stop: str, collector) -> None:
         m, a = self.meta, self.meta["active"]
         lineage = a["lineage_start"] + a["episodes"]
         m["lineage"][wf.index] = lineage
@@ -403,9 +386,13 @@ class WorkflowSearch:
                       and a["episodes"] >= cfg.min_episodes
                       and last.get("n", cfg.episodes_per_update)
                       >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
-        if gp_updated and cfg.gp_eval_episodes > 0 and collector is not None:
-            ev = self._evaluate(collector, learner, wf, a["iteration"])
-            last = {**last, "reward": ev["reward"], "se": ev["se"], "train_reward": last["reward"]}
+        evaluation = None
+        if gp_updated and cfg.gp_eval_episodes > 0:
+            # episode numbers reserved for evaluation, distinct per visit, never used by training
+            evaluation = evaluate_policy(collector, learner, wf,
+                                         EVAL_EPISODE_BASE + a["iteration"] * 1_000_000,
+                                         cfg.gp_eval_episodes, cfg.episodes_per_update)
+            last = {**last, "reward": evaluation["reward"], "se": evaluation["se"]}
             m["eval_episodes"] = m.get("eval_episodes", 0) + cfg.gp_eval_episodes
         if gp_updated:
             m["observations"].append({"workflow": wf.index, "reward": last["reward"],
@@ -414,7 +401,8 @@ class WorkflowSearch:
         visit = {"iteration": a["iteration"], "workflow": wf.index, "ucb": a["ucb"],
                  "episodes": a["episodes"], "reward": last["reward"], "se": last["se"],
                  "compliance": last["compliance"], "gp_updated": gp_updated, "stop": stop,
-                 "inherited_from": a["inherited_from"]}
+                 "inherited_from": a["inherited_from"],
+                 "train_reward": a["last"]["reward"], "evaluation": evaluation}
         m["visits"].append(visit)
         self.gp_log.append({
             "Iteration": a["iteration"], "Workflow": str(wf), "Workflow_ID": wf.index,

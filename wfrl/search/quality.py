@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wfrl.config import ACQUISITIONS
 from wfrl.runlog import read_csv
 from wfrl.search.exhaustive import load_exhaustive
 
@@ -69,16 +70,13 @@ def random_search_ranks(truth: dict, k: int, draws: int, seed: int = 0) -> np.nd
     return np.array([ranks[rng.choice(120, size=k, replace=False)].min() for _ in range(draws)])
 
 
-ACQUISITIONS = ("ucb", "random")
-
-
 def run_searches(seeds, workdir, max_k: int = max(KS), cfg_overrides=None, progress=None,
                  acquisitions=ACQUISITIONS):
     """One default search per seed and acquisition into workdir/<acquisition>/seed<N> (max_k
     evaluations each)."""
     from wfrl.config import SearchConfig
     from wfrl.search.loop import search
-    workdir = Path(workdir)
+    workdir, seeds = Path(workdir), list(seeds)
     for acq in acquisitions:
         for seed in seeds:
             cfg = SearchConfig(**{"seed": seed, "max_evaluations": max_k,
@@ -95,7 +93,8 @@ def _per_seed(truth: dict, run: Path, seed: int, ks) -> dict:
     rows = read_csv(run / "gp_sampling_log.csv")
     summary = json.loads((run / "summary.json").read_text())
     cfg = json.loads((run / "experiment_config.json").read_text())
-    entry = {"seed": seed, "episodes": summary["episodes_used"],
+    entry = {"seed": seed, "acquisition": cfg.get("acquisition", "ucb"),
+             "episodes": summary["episodes_used"],
              "wall_s": summary["wall_time_s"], "ranks": {}, "near_best": {}, "picks": {}}
     for k in ks:
         w = best_after(rows, k, cfg.get("detrend", True), cfg["seed"])
@@ -111,12 +110,16 @@ def truth_effect(truth: dict) -> dict | None:
     runs = [truth["rows"][w].get("Run_Rewards") for w in range(120)]
     if any(not r for r in runs):
         return None
-    y = np.array([[float(x) for x in r.split()] for r in runs]).T  # runs x workflows
-    return workflow_effect(y) if y.shape[0] >= 2 else None
+    try:
+        y = np.array([[float(x) for x in r.split()] for r in runs]).T  # runs x workflows
+    except ValueError:  # uneven or malformed Run_Rewards
+        return None
+    return workflow_effect(y) if y.ndim == 2 and y.shape[0] >= 2 else None
 
 
 def tabulate(exhaustive_csv, workdir, seeds, ks=KS, acquisitions=ACQUISITIONS) -> dict:
     truth = ground_truth(exhaustive_csv)
+    seeds = list(seeds)
     per_seed = {acq: [_per_seed(truth, Path(workdir) / acq / f"seed{seed}", seed, ks)
                       for seed in seeds] for acq in acquisitions}
     table = []
@@ -132,7 +135,7 @@ def tabulate(exhaustive_csv, workdir, seeds, ks=KS, acquisitions=ACQUISITIONS) -
                                                 for e in per_seed[acq]))
         table.append(row)
     n_near = sum(near_best(truth, w) for w in truth["rows"])
-    return {"per_seed": per_seed, "table": table, "n_seeds": len(list(seeds)),
+    return {"per_seed": per_seed, "table": table, "n_seeds": len(seeds),
             "best": truth["best"]["Workflow"], "best_reward": truth["best"]["Reward"],
             "workflows_within_2se_of_best": int(n_near), "workflow_effect": truth_effect(truth)}
 
@@ -141,6 +144,7 @@ def run_quality(exhaustive_csv, seeds=range(10), ks=KS, cfg_overrides=None, work
                 progress=None, acquisitions=ACQUISITIONS) -> dict:
     """Run one search per seed and acquisition (max(ks) evaluations each) and tabulate ranks."""
     ground_truth(exhaustive_csv)  # fail before hours of searching
+    seeds = list(seeds)
     workdir = Path(workdir or tempfile.mkdtemp(prefix="wfrl-quality-"))
     run_searches(seeds, workdir, max(ks), cfg_overrides, progress, acquisitions)
     return tabulate(exhaustive_csv, workdir, seeds, ks, acquisitions)

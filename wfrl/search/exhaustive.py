@@ -157,16 +157,18 @@ def combine(paths, target: Path, progress=None) -> Path:
         if len(t) != 120:
             raise UserError(f"{p} has {len(t)} of 120 workflows; finish that run first")
     n = len(tables)
+    ids = [wf.index for wf in all_workflows()]
+    rewards = np.array([[t[i]["Reward"] for i in ids] for t in tables])        # runs × workflows
+    compliance = np.array([[t[i]["Compliance"] for i in ids] for t in tables])
     out_rows = []
-    for wf in all_workflows():
-        rs = np.array([t[wf.index]["Reward"] for t in tables])
+    for j, wf in enumerate(all_workflows()):
+        rs = rewards[:, j]
         out_rows.append({"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": round(float(rs.mean()), 4),
                     "Reward_SE": round(float(rs.std(ddof=1) / np.sqrt(n)) if n > 1 else
                                        float(tables[0][wf.index]["Reward_SE"]), 4),
-                    "Compliance": round(float(np.mean([t[wf.index]["Compliance"] for t in tables])), 4),
+                    "Compliance": round(float(compliance[:, j].mean()), 4),
                     "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs),
-                    "Run_Compliance": " ".join(f"{t[wf.index]['Compliance']:.4f}"
-                                               for t in tables)})
+                    "Run_Compliance": " ".join(f"{c:.4f}" for c in compliance[:, j])})
     write_csv_atomic(target, COMBINED_COLUMNS, out_rows)  # never a half-written table
     rows = load_exhaustive(target)
     best = min(rows, key=lambda r: r["Rank"])
@@ -174,9 +176,6 @@ def combine(paths, target: Path, progress=None) -> Path:
         progress(f"combined {n} runs; best: {Workflow.from_index(best['Workflow_ID']).arrow()} "
                  f"reward {best['Reward']:.2f} ± {best['Reward_SE']:.2f}; table in {target}")
     if n >= 2:
-        rewards = np.array([[t[wf.index]["Reward"] for wf in all_workflows()] for t in tables])
-        compliance = np.array([[t[wf.index]["Compliance"] for wf in all_workflows()]
-                               for t in tables])
         effect = workflow_effect(rewards)
         write_json(target.parent / "workflow_effect.json",
                    {**effect, "compliance": workflow_effect(compliance)})

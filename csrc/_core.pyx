@@ -1,6 +1,6 @@
 # Bindings of the compiled core. Each entry point checks dtype, contiguity and shape once, then runs
 # the C routine without the GIL. The C side never allocates: every array belongs to the caller.
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 
 cdef extern from "wfrl_types.h":
     int WFRL_OBS_DIM
@@ -174,7 +174,7 @@ cdef extern from "wfrl_cage2.h" nogil:
 
 import numpy as np
 
-RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2}
+RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3}
 
 
 cdef class Cage2Sim:
@@ -276,8 +276,22 @@ cdef class Cage2Sim:
 # Policy forward pass, compliance and the rollout loop (csrc/wfrl_mlp.h, wfrl_compliance.h,
 # wfrl_rollout.h)
 
+cdef extern from "wfrl_memory.h" nogil:
+    int WFRL_MEM_DIM
+    ctypedef struct wfrl_memory:
+        int16_t t
+    void wfrl_memory_begin(wfrl_memory *m)
+    void wfrl_memory_update(wfrl_memory *m, const float *obs)
+    void wfrl_memory_features(const wfrl_memory *m, float *out)
+    void wfrl_memory_mask(const wfrl_memory *m, uint8_t *allowed)
+    void wfrl_memory_acted(wfrl_memory *m, int action)
+
+cdef extern from "wfrl_cage2.h" nogil:
+    int wfrl_mixed_red_kind(uint64_t seed)
+
 cdef extern from "wfrl_rollout.h" nogil:
     int WFRL_IN_DIM
+    int WFRL_MAX_IN_DIM
     int WFRL_MAX_HIDDEN
     ctypedef struct wfrl_workflow:
         uint8_t rank[5]
@@ -289,6 +303,9 @@ cdef extern from "wfrl_rollout.h" nogil:
     ctypedef struct wfrl_policy:
         const float *weights
         int hidden
+        int in_dim
+        int memory
+        int mask
         int greedy
         const float *cond
         wfrl_workflow wf
@@ -304,10 +321,10 @@ cdef extern from "wfrl_rollout.h" nogil:
         pass
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
-    int64_t wfrl_mlp_n_params(int64_t H)
-    void wfrl_mlp_pack(const float *flat, int H, float *packed)
-    void wfrl_mlp_forward(const float *packed, int H, const float *x, float *logits, float *value,
-                          float *scratch)
+    int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
+    void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
+    void wfrl_mlp_forward(const float *packed, int H, int I, const float *x, float *logits,
+                          float *value, float *scratch)
     double wfrl_compliance_rate(const wfrl_compliance *c)
     float wfrl_compliance_finish(const wfrl_compliance *c, const wfrl_workflow *w)
     void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
@@ -320,9 +337,43 @@ cdef extern from "wfrl_rollout.h" nogil:
     void wfrl_slot_stats(const wfrl_slot *sl, wfrl_episode_stats *st)
     void wfrl_rollout_sim_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed,
                                   uint64_t act_seed, const wfrl_policy *p, const wfrl_traj *buf,
-                                  int64_t row, wfrl_scratch *s, wfrl_episode_stats *st)
+                                  int64_t row, wfrl_scratch *s, wfrl_episode_stats *st,
+                                  int horizon)
 
 IN_DIM = WFRL_IN_DIM
+MEM_DIM = WFRL_MEM_DIM
+
+
+def in_dim(bint memory):
+    """Width of the policy input: obs ⊕ (memory block) ⊕ workflow one-hot."""
+    return WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0)
+
+
+def mixed_red_kind(uint64_t seed):
+    """The red agent (0 B_line, 1 Meander) the mixed red plays in the episode with this env seed."""
+    return wfrl_mixed_red_kind(seed)
+
+
+def memory_trace(const float[:, ::1] obs, const int32_t[::1] actions):
+    """Run the compiled memory over one recorded episode: the observation each action was chosen
+    on (obs [T, 52]) and the actions (T). Returns (features float32 [T, MEM_DIM], allowed uint8
+    [T, 145]) as the rollout loop saw them at each step."""
+    cdef Py_ssize_t T = obs.shape[0], t
+    _need(obs.shape[1] == WFRL_OBS_DIM and actions.shape[0] == T,
+          "memory_trace: obs must be [T, 52] and actions [T]")
+    feats = np.zeros((T, WFRL_MEM_DIM), np.float32)
+    allowed = np.zeros((T, WFRL_N_ACTIONS), np.uint8)
+    cdef float[:, ::1] fv = feats
+    cdef uint8_t[:, ::1] av = allowed
+    cdef wfrl_memory m
+    wfrl_memory_begin(&m)
+    for t in range(T):
+        _need(0 <= actions[t] < WFRL_N_ACTIONS, f"memory_trace: action {actions[t]} out of range")
+        wfrl_memory_update(&m, &obs[t, 0])
+        wfrl_memory_features(&m, &fv[t, 0])
+        wfrl_memory_mask(&m, &av[t, 0])
+        wfrl_memory_acted(&m, actions[t])
+    return feats, allowed
 
 
 cdef void *_aligned(object storage):
@@ -332,20 +383,22 @@ cdef void *_aligned(object storage):
     return <void *>((addr + 63) & ~(<size_t>63))
 
 
-def mlp_n_params(int hidden):
-    return wfrl_mlp_n_params(hidden)
+def mlp_n_params(int hidden, int in_dim=WFRL_IN_DIM):
+    return wfrl_mlp_n_params(hidden, in_dim)
 
 
 def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
-    """Actor-critic forward in C for a batch x [n, 77] → (logits [n, 145], values [n])."""
+    """Actor-critic forward in C for a batch x [n, in_dim] → (logits [n, 145], values [n])."""
     _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
-    _need(weights.shape[0] == wfrl_mlp_n_params(hidden),
-          f"weights must have {wfrl_mlp_n_params(hidden)} floats for hidden={hidden}")
-    _need(x.shape[1] == WFRL_IN_DIM, f"x must have {WFRL_IN_DIM} columns")
+    cdef int I = x.shape[1]
+    _need(I == WFRL_IN_DIM or I == WFRL_MAX_IN_DIM,
+          f"x must have {WFRL_IN_DIM} or {WFRL_MAX_IN_DIM} columns")
+    _need(weights.shape[0] == wfrl_mlp_n_params(hidden, I),
+          f"weights must have {wfrl_mlp_n_params(hidden, I)} floats for hidden={hidden}")
     cdef Py_ssize_t n = x.shape[0], i
     packed = np.empty(weights.shape[0], np.float32)
     cdef float[::1] pv = packed
-    wfrl_mlp_pack(&weights[0], hidden, &pv[0])
+    wfrl_mlp_pack(&weights[0], hidden, I, &pv[0])
     logits = np.empty((n, WFRL_N_ACTIONS), np.float32)
     values = np.empty(n, np.float32)
     scratch = np.empty(2 * hidden, np.float32)
@@ -353,7 +406,7 @@ def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
     cdef float[::1] vv = values, sv = scratch
     with nogil:
         for i in range(n):
-            wfrl_mlp_forward(&pv[0], hidden, &x[i, 0], &lv[i, 0], &vv[i], &sv[0])
+            wfrl_mlp_forward(&pv[0], hidden, I, &x[i, 0], &lv[i, 0], &vv[i], &sv[0])
     return logits, values
 
 
@@ -362,19 +415,22 @@ cdef class Policy:
     flat array; call refresh() after new weights were written into that array), the workflow
     conditioning and compliance settings, greedy or sampling.
 
-    weights: float32[n_params(hidden)]; cond: float32[25]; rank: the priority position of each
-    unit type (Workflow.rank); lam: alignment λ."""
+    weights: float32[n_params(hidden, in_dim)]; cond: float32[25]; rank: the priority position of
+    each unit type (Workflow.rank); lam: alignment λ; memory: the input carries the memory block;
+    mask: actions that cannot do anything are never chosen (csrc/wfrl_memory.h)."""
     cdef wfrl_policy p
     cdef readonly object weights, cond
     cdef object _packed
 
     def __cinit__(self, weights, int hidden, cond, rank, float lam, bint count_foothold=False,
-                  bint greedy=False):
+                  bint greedy=False, bint memory=False, bint mask=False):
         cdef const float[::1] wv = weights
         cdef const float[::1] cv = cond
+        cdef int I = in_dim(memory)
         _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
-        _need(wv.shape[0] == wfrl_mlp_n_params(hidden),
-              f"weights must have {wfrl_mlp_n_params(hidden)} floats for hidden={hidden}")
+        _need(wv.shape[0] == wfrl_mlp_n_params(hidden, I),
+              f"weights must have {wfrl_mlp_n_params(hidden, I)} floats for hidden={hidden}"
+              f"{' with memory' if memory else ''}")
         _need(cv.shape[0] == WFRL_COND_DIM, f"cond must have {WFRL_COND_DIM} floats")
         _need(sorted(rank) == list(range(5)), "rank must be a permutation of 0..4")
         self.weights = weights
@@ -383,6 +439,9 @@ cdef class Policy:
         cdef float[::1] pv = self._packed
         self.p.weights = &pv[0]
         self.p.hidden = hidden
+        self.p.in_dim = I
+        self.p.memory = memory
+        self.p.mask = mask
         self.p.greedy = greedy
         self.p.cond = &cv[0]
         for k in range(5):
@@ -395,11 +454,19 @@ cdef class Policy:
         """Re-pack the weights from the flat array (after a new version was published into it)."""
         cdef const float[::1] wv = self.weights
         cdef float[::1] pv = self._packed
-        wfrl_mlp_pack(&wv[0], self.p.hidden, &pv[0])
+        wfrl_mlp_pack(&wv[0], self.p.hidden, self.p.in_dim, &pv[0])
 
     @property
     def hidden(self):
         return self.p.hidden
+
+    @property
+    def memory(self):
+        return bool(self.p.memory)
+
+    @property
+    def mask(self):
+        return bool(self.p.mask)
 
 
 cdef class Actor:
@@ -476,11 +543,13 @@ cdef class SimSlots:
 
     def run_episodes(self, Py_ssize_t slot, Policy policy, const uint64_t[::1] env_seeds,
                      const uint64_t[::1] act_seeds, const int64_t[::1] rows,
-                     TrajectoryBuffer buffer, dict stats):
-        """Play len(env_seeds) complete episodes one after another on `slot`, episode k into
-        buffer row rows[k] (buffer may be None; a row < 0 is not written). stats: float32 arrays
-        env_return, alignment, compliance and int32 arrays fixes, compliant (one entry each)."""
+                     TrajectoryBuffer buffer, dict stats, int horizon=WFRL_EP_LEN):
+        """Play len(env_seeds) complete episodes of `horizon` steps one after another on `slot`,
+        episode k into buffer row rows[k] (buffer may be None; a row < 0 is not written). stats:
+        float32 arrays env_return, alignment, compliance and int32 arrays fixes, compliant (one
+        entry each)."""
         cdef Py_ssize_t k, n = env_seeds.shape[0]
+        _need(1 <= horizon <= WFRL_EP_LEN, f"horizon must lie in [1, {WFRL_EP_LEN}]")
         _need(0 <= slot < self.n, f"slot {slot} outside [0, {self.n})")
         _need(act_seeds.shape[0] == n and rows.shape[0] == n, "seeds/rows lengths differ")
         cdef const wfrl_traj *b = self._buf(buffer)
@@ -496,7 +565,7 @@ cdef class SimSlots:
         with nogil:
             for k in range(n):
                 wfrl_rollout_sim_episode(sl, self.red_kind, env_seeds[k], act_seeds[k], &policy.p,
-                                         b, rows[k], self.s, &st)
+                                         b, rows[k], self.s, &st, horizon)
                 ret[k] = st.env_return
                 ali[k] = st.alignment
                 comp[k] = st.compliance

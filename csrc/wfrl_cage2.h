@@ -95,7 +95,16 @@ static const int8_t cage2_subnet_hosts[N_SUB][5] = {
 };
 
 /* ---- red agents ---------------------------------------------------------------------------- */
-enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2 };
+enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3 };
+
+/* The attacker of an episode of the mixed red (B_line or Meander, one half each), a function of
+ * the episode's env seed alone so that every backend and collector plays the same one.
+ * Twin: wfrl/envs/base.py:mixed_red_kind. */
+static inline int wfrl_mixed_red_kind(uint64_t seed)
+{
+    uint64_t x = seed ^ 0x6D69786564726564ULL; /* "mixedred" */
+    return (wfrl_splitmix64(&x) >> 63) ? RED_MEANDER : RED_BLINE;
+}
 enum { RA_SLEEP, RA_DRS, RA_DNS, RA_EXPLOIT, RA_ESCALATE, RA_IMPACT };
 
 typedef struct {
@@ -496,7 +505,7 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
 {
     memset(e, 0, sizeof(*e));
     wfrl_rng_seed(&e->rng, seed);
-    e->red_kind = (uint8_t)red_kind;
+    e->red_kind = (uint8_t)(red_kind == RED_MIXED ? wfrl_mixed_red_kind(seed) : red_kind);
     e->ot_running = 1;
     e->ot_pid_valid = 1;
     e->known_ip[H_U0] = 1;

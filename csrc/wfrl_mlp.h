@@ -3,9 +3,10 @@
  * Flat weights (what the learner publishes; the same as wfrl/ppo/policy.py, i.e. torch's
  * parameters() order): for the actor then the critic, three Linear layers, each weight row-major
  * [out, in] followed by its bias [out]:
- *   actor:  [H, 77] [H]  [H, H] [H]  [145, H] [145]
- *   critic: [H, 77] [H]  [H, H] [H]  [1, H]   [1]
- * Hidden activations are tanh.
+ *   actor:  [H, I] [H]  [H, H] [H]  [145, H] [145]
+ *   critic: [H, I] [H]  [H, H] [H]  [1, H]   [1]
+ * I = 52 observation + (optionally) the memory block + 25 workflow one-hot. Hidden activations
+ * are tanh.
  *
  * For speed the forward pass reads a *packed* copy (wfrl_mlp_pack): the same numbers with every
  * weight transposed to [in, out], so each input adds a contiguous column (vectorisable without
@@ -19,33 +20,35 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "wfrl_memory.h"
 #include "wfrl_rng.h"
 #include "wfrl_types.h"
 
-#define WFRL_IN_DIM (WFRL_OBS_DIM + WFRL_COND_DIM)
+#define WFRL_IN_DIM (WFRL_OBS_DIM + WFRL_COND_DIM) /* without the memory block */
+#define WFRL_MAX_IN_DIM (WFRL_OBS_DIM + WFRL_MEM_DIM + WFRL_COND_DIM)
 #define WFRL_MAX_HIDDEN 1024
 
-static inline int64_t wfrl_mlp_n_params(int64_t H)
+static inline int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
 {
-    const int64_t I = WFRL_IN_DIM, A = WFRL_N_ACTIONS;
+    const int64_t A = WFRL_N_ACTIONS;
     return 2 * (H * I + H + H * H + H) + A * H + A + H + 1;
 }
 
-/* Layer k of the six (actor 0-2, critic 3-5): its (out, in). */
-static inline void wfrl_mlp_layer_shape(int k, int H, int *out, int *in)
+/* Layer k of the six (actor 0-2, critic 3-5): its (out, in), for input width I. */
+static inline void wfrl_mlp_layer_shape(int k, int H, int I, int *out, int *in)
 {
     static const int outs[6] = {-1, -1, WFRL_N_ACTIONS, -1, -1, 1};
     *out = outs[k] < 0 ? H : outs[k];
-    *in = (k == 0 || k == 3) ? WFRL_IN_DIM : H;
+    *in = (k == 0 || k == 3) ? I : H;
 }
 
 /* packed = flat with every weight matrix transposed to [in, out]; biases unchanged. */
-static inline void wfrl_mlp_pack(const float *flat, int H, float *packed)
+static inline void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
 {
     int64_t off = 0;
     for (int k = 0; k < 6; ++k) {
         int out, in;
-        wfrl_mlp_layer_shape(k, H, &out, &in);
+        wfrl_mlp_layer_shape(k, H, I, &out, &in);
         for (int o = 0; o < out; ++o)
             for (int i = 0; i < in; ++i)
                 packed[off + (int64_t)i * out + o] = flat[off + (int64_t)o * in + i];
@@ -70,12 +73,12 @@ static inline void wfrl_dense_t(const float *Wt, const float *b, const float *x,
         for (int o = 0; o < out; ++o) y[o] = tanhf(y[o]);
 }
 
-/* Forward pass of one input x[77] with packed weights: logits[145] and the value.
+/* Forward pass of one input x[I] with packed weights: logits[145] and the value.
  * scratch holds 2 * H floats. */
-static inline void wfrl_mlp_forward(const float *packed, int H, const float *x, float *logits,
-                                    float *value, float *scratch)
+static inline void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
+                                    float *logits, float *value, float *scratch)
 {
-    const int I = WFRL_IN_DIM, A = WFRL_N_ACTIONS;
+    const int A = WFRL_N_ACTIONS;
     float *h1 = scratch, *h2 = scratch + H;
     const float *p = packed;
     const float *aw1 = p; p += (int64_t)H * I;
@@ -98,8 +101,13 @@ static inline void wfrl_mlp_forward(const float *packed, int H, const float *x, 
     wfrl_dense_t(cw3, cb3, h2, H, 1, 0, value);
 }
 
+/* Logit given to a masked action: exp() of it underflows to exactly 0 in float and double, and
+ * 0 · it stays finite, so masked actions drop out of softmax, sampling and entropy alike. */
+#define WFRL_MASKED_LOGIT (-1.0e9f)
+
 /* Sample an action from softmax(logits) (or take the argmax); returns it and writes its
- * log-probability. One uniform draw from rng when sampling. exps: scratch of 145 doubles. */
+ * log-probability. One uniform draw from rng when sampling. exps: scratch of 145 doubles.
+ * Masked actions carry WFRL_MASKED_LOGIT and are never chosen (Sleep is never masked). */
 static inline int wfrl_sample_action(const float *logits, int greedy, wfrl_rng *rng, float *logp,
                                      double *exps)
 {

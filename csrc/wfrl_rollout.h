@@ -5,8 +5,10 @@
  * observation). Stepping slots one step at a time (wfrl_slots_step, the synchronous collector) and
  * running one slot to the end (wfrl_rollout_sim_episode, the other collectors) execute the same
  * code, so every collector produces the same episode for the same seeds.
- * Reference: wfrl/collect/sequential.py (run_episode_reference), held equal by
- * tests/test_rollout.py. */
+ * With the policy's `memory` flag the network input is obs ⊕ memory block ⊕ workflow one-hot
+ * (csrc/wfrl_memory.h), with its `mask` flag actions that cannot do anything are never sampled.
+ * Reference: wfrl/collect/rollout.py (run_episode_reference), held equal by
+ * tests/test_rollout.py and tests/test_features.py. */
 #ifndef WFRL_ROLLOUT_H
 #define WFRL_ROLLOUT_H
 
@@ -15,11 +17,15 @@
 #include "wfrl_buffer.h"
 #include "wfrl_cage2.h"
 #include "wfrl_compliance.h"
+#include "wfrl_memory.h"
 #include "wfrl_mlp.h"
 
 typedef struct {
     const float *weights; /* packed actor-critic weights (wfrl_mlp_pack) */
     int hidden;
+    int in_dim;           /* 77, or 77 + WFRL_MEM_DIM with memory */
+    int memory;           /* the memory block is part of the input */
+    int mask;             /* actions that cannot do anything are masked */
     int greedy;
     const float *cond;    /* workflow one-hot [25] */
     wfrl_workflow wf;
@@ -36,13 +42,15 @@ typedef struct {
 typedef struct {
     wfrl_rng rng;
     wfrl_compliance comp;
+    wfrl_memory mem;
 } wfrl_actor;
 
 /* Temporaries of one action choice (not kept between steps). */
 typedef struct {
-    float x[WFRL_IN_DIM];
+    float x[WFRL_MAX_IN_DIM];
     float logits[WFRL_N_ACTIONS];
     double exps[WFRL_N_ACTIONS];
+    uint8_t allowed[WFRL_N_ACTIONS];
     float hidden[2 * WFRL_MAX_HIDDEN];
 } wfrl_scratch;
 
@@ -50,6 +58,7 @@ static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
 {
     wfrl_rng_seed(&a->rng, act_seed);
     a->comp.fixes = a->comp.compliant = 0;
+    wfrl_memory_begin(&a->mem);
 }
 
 /* Choose the action for obs with red's current access; returns it and its logp/value/bonus. */
@@ -57,10 +66,22 @@ static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scrat
                                  const float *obs, const uint8_t *red_access, float *logp,
                                  float *value, float *bonus)
 {
+    wfrl_memory_update(&a->mem, obs);
     memcpy(s->x, obs, WFRL_OBS_DIM * sizeof(float));
-    memcpy(s->x + WFRL_OBS_DIM, p->cond, WFRL_COND_DIM * sizeof(float));
-    wfrl_mlp_forward(p->weights, p->hidden, s->x, s->logits, value, s->hidden);
+    int k = WFRL_OBS_DIM;
+    if (p->memory) {
+        wfrl_memory_features(&a->mem, s->x + k);
+        k += WFRL_MEM_DIM;
+    }
+    memcpy(s->x + k, p->cond, WFRL_COND_DIM * sizeof(float));
+    wfrl_mlp_forward(p->weights, p->hidden, p->in_dim, s->x, s->logits, value, s->hidden);
+    if (p->mask) {
+        wfrl_memory_mask(&a->mem, s->allowed);
+        for (int i = 0; i < WFRL_N_ACTIONS; ++i)
+            if (!s->allowed[i]) s->logits[i] = WFRL_MASKED_LOGIT;
+    }
     const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
+    wfrl_memory_acted(&a->mem, action);
     *bonus = wfrl_compliance_step(&a->comp, &p->wf, action, red_access);
     return action;
 }
@@ -72,6 +93,7 @@ typedef struct {
     float obs[WFRL_OBS_DIM];
     uint8_t access[WFRL_N_HOSTS];
     int64_t row;          /* buffer row it writes, or -1 */
+    int32_t horizon;      /* blue steps of this episode (WFRL_EP_LEN; shorter in evaluations) */
     int64_t return10;     /* env return so far, in tenths */
     double alignment;
 } wfrl_slot;
@@ -84,6 +106,7 @@ static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t ac
     wfrl_cage2_red_access(&sl->env, sl->access);
     wfrl_actor_begin(&sl->actor, act_seed);
     sl->row = row;
+    sl->horizon = WFRL_EP_LEN;
     sl->return10 = 0;
     sl->alignment = 0.0;
     if (buf && row >= 0) buf->lengths[row] = 0;
@@ -95,14 +118,14 @@ static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_polic
 {
     for (int64_t i = 0; i < n; ++i) {
         wfrl_slot *sl = &slots[i];
-        if (sl->env.t >= WFRL_EP_LEN) continue;
+        if (sl->env.t >= sl->horizon) continue;
         float logp, value, bonus;
         float next_obs[WFRL_OBS_DIM];
         uint8_t next_access[WFRL_N_HOSTS];
         const int action = wfrl_actor_act(&sl->actor, p, s, sl->obs, sl->access, &logp, &value,
                                           &bonus);
         const int r10 = wfrl_cage2_step(&sl->env, action, next_obs, next_access);
-        const int done = sl->env.t >= WFRL_EP_LEN;
+        const int done = sl->env.t >= sl->horizon;
         if (done) bonus += wfrl_compliance_finish(&sl->actor.comp, &p->wf);
         if (buf && sl->row >= 0)
             wfrl_traj_push(buf, sl->row, sl->obs, action, logp, value,
@@ -123,14 +146,16 @@ static inline void wfrl_slot_stats(const wfrl_slot *sl, wfrl_episode_stats *st)
     st->compliant = sl->actor.comp.compliant;
 }
 
-/* One complete episode, written into buffer row `row` (buf may be NULL). */
+/* One complete episode of `horizon` blue steps (1..WFRL_EP_LEN; training always plays
+ * WFRL_EP_LEN), written into buffer row `row` (buf may be NULL). */
 static inline void wfrl_rollout_sim_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed,
                                             uint64_t act_seed, const wfrl_policy *p,
                                             const wfrl_traj *buf, int64_t row, wfrl_scratch *s,
-                                            wfrl_episode_stats *st)
+                                            wfrl_episode_stats *st, int horizon)
 {
     wfrl_slot_begin(sl, env_seed, act_seed, red_kind, row, buf);
-    for (int t = 0; t < WFRL_EP_LEN; ++t) wfrl_slots_step(sl, 1, p, buf, s);
+    sl->horizon = horizon;
+    for (int t = 0; t < horizon; ++t) wfrl_slots_step(sl, 1, p, buf, s);
     wfrl_slot_stats(sl, st);
 }
 

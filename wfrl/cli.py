@@ -28,6 +28,7 @@ def _int(text):
 
 SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes",
                "inherit", "detrend", "acquisition", "gp_eval_episodes")
+TRAIN_ONLY = ("eval_every", "eval_episodes")
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
 
 
@@ -104,6 +105,12 @@ def _add_train(sub):
                    help="search: stop after this many workflow visits (default: budget only)")
     p.add_argument("--count-foothold", action="store_true", default=None,
                    help="count red's permanent User0 foothold as compromised (original rule)")
+    p.add_argument("--eval-every", type=_int, default=None, metavar="N",
+                   help="with --workflow: evaluate the greedy policy every N training episodes on "
+                        "reserved episodes and keep the best as best.pt (0: never; default: "
+                        f"{t.eval_every})")
+    p.add_argument("--eval-episodes", type=_int, default=None,
+                   help=f"with --workflow: episodes of each periodic evaluation (default: {t.eval_episodes})")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--out", default=None, help="run directory (default: runs/latest)")
     p.add_argument("--force", action="store_true", default=None,
@@ -119,10 +126,21 @@ def _add_train(sub):
     g.add_argument("--value-coef", type=float, default=None, help=f"default: {d.value_coef}")
     g.add_argument("--max-grad-norm", type=float, default=None, help=f"default: {d.max_grad_norm}")
     g.add_argument("--hidden", type=_int, default=None, help=f"default: {d.hidden}")
+    g.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="add the defender's memory block (seen scans, compromises since my last "
+                        f"restore, my restores and decoys, time) to the policy input (default: {d.memory})")
+    g.add_argument("--mask", action=argparse.BooleanOptionalAction, default=None,
+                   help="never choose actions that cannot do anything: Monitor, decoys a host "
+                        f"cannot carry or already has (default: {d.mask})")
+    g.add_argument("--lr-final", type=float, default=None,
+                   help=f"learning rate at the end of the run, as a fraction of --lr (linear; default: {d.lr_final})")
+    g.add_argument("--entropy-final", type=float, default=None,
+                   help="entropy weight at the end of the run, as a fraction of --entropy-coef "
+                        f"(linear; default: {d.entropy_final})")
 
 
 PPO_FLAGS = ("lr", "gamma", "gae_lambda", "clip", "epochs", "minibatches", "entropy_coef",
-             "value_coef", "max_grad_norm", "hidden")
+             "value_coef", "max_grad_norm", "hidden", "memory", "mask", "lr_final", "entropy_final")
 
 
 def _add_exhaustive(sub):
@@ -156,12 +174,28 @@ def _add_exhaustive(sub):
 
 def _add_eval(sub):
     from wfrl.envs.base import BACKENDS, RED_AGENTS
-    p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy)")
-    p.add_argument("--checkpoint", required=True)
+    p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy), or run "
+                                     "the CAGE2 evaluation protocol with --cage2")
+    p.add_argument("--checkpoint", default=None,
+                   help="checkpoint file, or pretrained:NAME for a policy shipped with wfrl")
+    p.add_argument("--cage2", action="store_true",
+                   help="the CAGE Challenge 2 protocol: 30-, 50- and 100-step episodes against "
+                        "B_lineAgent, RedMeanderAgent and SleepAgent, leaderboard-style table")
+    p.add_argument("--checkpoint-b-line", default=None,
+                   help="--cage2: the policy that plays B_lineAgent (default: --checkpoint)")
+    p.add_argument("--checkpoint-meander", default=None,
+                   help="--cage2: the policy that plays RedMeanderAgent (default: --checkpoint)")
+    p.add_argument("--sampling", action="store_true",
+                   help="--cage2: sample actions instead of taking the greedy (argmax) action")
+    p.add_argument("--n-workers", type=_int, default=None,
+                   help="--cage2: evaluation processes (default: 2 on cyborg, 1 on sim)")
     p.add_argument("--backend", default="sim", metavar="|".join(BACKENDS))
     p.add_argument("--red-agent", default="B_lineAgent", metavar="|".join(RED_AGENTS))
-    p.add_argument("--episodes", type=_int, default=100)
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--episodes", type=_int, default=None,
+                   help="episodes per policy mode (default 100), with --cage2 per setting "
+                        "(default 1000)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the evaluation episodes (default 12345; --cage2: 153)")
     p.add_argument("--workflow", default=None,
                    help="condition on this workflow instead of the checkpoint's")
     p.add_argument("--json", action="store_true",
@@ -245,6 +279,9 @@ def _cmd_train(a) -> int:
         train(TrainConfig(**given, ppo=PPOConfig(**ppo_given)).validate())
         return 0
     from wfrl.search.loop import search
+    bad = [k for k in TRAIN_ONLY if k in given]
+    if bad:
+        raise UserError(f"{_flag(bad[0])} applies to single-workflow training (--workflow)")
     cfg = SearchConfig(**{k: v for k, v in given.items() if k != "workflow"},
                        ppo=PPOConfig(**ppo_given))
     search(cfg.validate())
@@ -262,11 +299,37 @@ def _cmd_exhaustive(a) -> int:
     return 0
 
 
+def _cmd_eval_cage2(a) -> int:
+    from wfrl.cage2_eval import cage2_evaluate, format_table
+    if a.seed is not None and a.seed < 0:
+        raise UserError(f"--seed must be non-negative (got {a.seed})")
+    if a.n_workers is not None and a.n_workers < 1:
+        raise UserError(f"--n-workers must be positive (got {a.n_workers})")
+    cks = {"all": a.checkpoint, "b_line": a.checkpoint_b_line, "meander": a.checkpoint_meander}
+    if not any(cks.values()):
+        raise UserError("--cage2 needs --checkpoint (or --checkpoint-b-line and --checkpoint-meander)")
+    res = cage2_evaluate(cks, backend=a.backend, episodes=1000 if a.episodes is None else a.episodes,
+                         seed=153 if a.seed is None else a.seed, n_workers=a.n_workers,
+                         greedy=not a.sampling, workflow=a.workflow,
+                         progress=None if a.json else (lambda line: print(line, file=sys.stderr,
+                                                                            flush=True)))
+    print(json.dumps(res) if a.json else format_table(res))
+    return 0
+
+
 def _cmd_eval(a) -> int:
     from wfrl.config import EvalConfig
     from wfrl.evaluate import evaluate
+    if a.cage2:
+        return _cmd_eval_cage2(a)
+    for flag in ("checkpoint_b_line", "checkpoint_meander", "sampling", "n_workers"):
+        if getattr(a, flag):
+            raise UserError(f"{_flag(flag)} goes with --cage2")
+    if a.checkpoint is None:
+        raise UserError("eval needs --checkpoint")
     res = evaluate(EvalConfig(checkpoint=a.checkpoint, backend=a.backend, red_agent=a.red_agent,
-                              episodes=a.episodes, seed=a.seed, workflow=a.workflow))
+                              episodes=100 if a.episodes is None else a.episodes,
+                              seed=12345 if a.seed is None else a.seed, workflow=a.workflow))
     if a.json:
         g = res["greedy"]
         print(json.dumps({"mean": g["mean"], "se": g["se"], "n": g["n"],
@@ -285,7 +348,7 @@ def _cmd_eval(a) -> int:
 def _cmd_parity(a) -> int:
     from wfrl.envs.base import check_red_agent
     from wfrl.parity import check_blue_policy, parity
-    check_red_agent(a.red_agent)
+    check_red_agent(a.red_agent, allow_mixed=False)
     check_blue_policy(a.blue)
     if a.episodes < 2 or (a.sim_episodes is not None and a.sim_episodes < 2):
         raise UserError("--episodes and --sim-episodes must be at least 2")

@@ -60,6 +60,11 @@ class TrainConfig:
     """Allow writing into a directory that already holds a run (its files are replaced)."""
     ray_address: str | None = None
     """Ray cluster to join with --collector ray (default: a private local instance)."""
+    eval_every: int = 0
+    """Evaluate the greedy policy every this many training episodes on reserved episodes and
+    keep the best as best.pt (0: never)."""
+    eval_episodes: int = 500
+    """Episodes of each periodic evaluation."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO hyperparameters."""
 
@@ -70,9 +75,10 @@ class TrainConfig:
         check_collector(self.collector)
         check_red_agent(self.red_agent)
         self.parsed_workflow()
-        for name in ("total_episodes", "episodes_per_update", "n_workers"):
+        for name in ("total_episodes", "episodes_per_update", "n_workers", "eval_episodes"):
             _positive(name, getattr(self, name))
         _non_negative("min_episodes", self.min_episodes)
+        _non_negative("eval_every", self.eval_every)
         _check_compliance_settings(self)
         _check_ppo(self.ppo)
         return self
@@ -91,6 +97,8 @@ class TrainConfig:
 def _check_ppo(p: PPOConfig) -> None:
     for name in ("lr", "epochs", "minibatches", "hidden", "max_grad_norm"):
         _positive(name, getattr(p, name))
+    for name in ("lr_final", "entropy_final"):
+        _non_negative(name, getattr(p, name))
     for name in ("gamma", "gae_lambda"):
         if not 0.0 <= getattr(p, name) <= 1.0:
             raise UserError(f"--{name.replace('_', '-')} must lie in [0, 1]")

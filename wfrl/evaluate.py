@@ -1,28 +1,63 @@
 """Evaluate a checkpoint: greedy and sampling policy, mean ± standard error of the env return."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.config import EvalConfig
-from wfrl.envs import make_backend
+from wfrl.envs import EP_LEN, make_backend
 from wfrl.errors import UserError
+from wfrl.ppo.netspec import NetSpec
 from wfrl.ppo.policy import ActorCritic
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
 
 
-def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, int]:
-    """(flat weights, hidden) of a checkpoint's actor-critic."""
-    model = ActorCritic(int(ck["hidden"]))
+def net_from_checkpoint(ck: dict) -> NetSpec:
+    """The network a checkpoint's weights belong to: its recorded NetSpec (checkpoints written
+    before memory and masks existed record only the hidden width: the observation-only net)."""
+    spec = ck.get("net", {"hidden": ck.get("hidden")})
+    if not isinstance(spec, dict):
+        raise UserError("checkpoint's 'net' entry is not a mapping")
+    known = {f.name for f in dataclasses.fields(NetSpec)}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise UserError(f"the checkpoint's policy expects input features this wfrl does not "
+                        f"provide: {', '.join(unknown)}")
+    try:
+        net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
+                      mask=bool(spec.get("mask", False)))
+    except (KeyError, TypeError, ValueError):
+        raise UserError("checkpoint's network description is damaged") from None
+    if net.hidden < 1:
+        raise UserError(f"checkpoint's network has hidden width {net.hidden}")
+    return net
+
+
+def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, NetSpec]:
+    """(flat weights, NetSpec) of a checkpoint's actor-critic."""
+    net = net_from_checkpoint(ck)
+    model = ActorCritic(net.hidden, net.in_dim)
     try:
         model.load_state_dict(ck["model"])
-    except (RuntimeError, KeyError, TypeError) as exc:
-        raise UserError(f"checkpoint weights do not fit the policy: {str(exc).splitlines()[0]}") from None
-    return model.flat_weights(), model.hidden
+    except (RuntimeError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError("checkpoint weights do not fit the policy it describes "
+                        f"({net.in_dim} inputs, hidden {net.hidden}): "
+                        f"{str(exc).splitlines()[0][:160]}") from None
+    return model.flat_weights(), net
 
 
-def _summarise(stats) -> dict:
+def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episodes, seed: int,
+         greedy: bool, horizon: int = EP_LEN):
+    """EpisodeStats of global episodes `episodes` (seeds from (seed, episode)) of one policy,
+    `horizon` blue steps each."""
+    policy = make_policy(weights, net, wf, lam, foothold, greedy=greedy)
+    return run_episodes(backend, policy, episodes, seed, horizon=horizon)
+
+
+def summarise(stats) -> dict:
     r = np.array([s.env_return for s in stats], dtype=np.float64)
     n = len(r)
     return {"mean": float(r.mean()), "se": float(r.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0,
@@ -35,7 +70,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     compliance and fixes. Both modes play the same env seeds (paired)."""
     cfg.validate()
     ck = load_checkpoint(cfg.checkpoint)
-    weights, hidden = weights_from_checkpoint(ck)
+    weights, net = weights_from_checkpoint(ck)
     wf = Workflow.parse(cfg.workflow or ck["workflow"])
     lam = float(ck.get("config", {}).get("alignment_lambda", 1.0))
     foothold = bool(ck.get("config", {}).get("count_foothold", False))
@@ -43,8 +78,8 @@ def evaluate(cfg: EvalConfig) -> dict:
     try:
         out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
         for mode in ("greedy", "sampling"):
-            policy = make_policy(weights, hidden, wf, lam, foothold, greedy=(mode == "greedy"))
-            out[mode] = _summarise(run_episodes(backend, policy, range(cfg.episodes), cfg.seed))
+            out[mode] = summarise(play(backend, weights, net, wf, lam, foothold, range(cfg.episodes),
+                                       cfg.seed, greedy=(mode == "greedy")))
     finally:
         backend.close()
     return out

@@ -106,10 +106,36 @@ def save_checkpoint(path: Path, payload: dict) -> None:
     _atomic_write_bytes(Path(path), buf.getvalue())
 
 
+PRETRAINED_PREFIX = "pretrained:"
+
+
+def pretrained_names() -> list[str]:
+    """Names of the policies shipped with the package (wfrl/pretrained/NAME.pt)."""
+    from importlib import resources
+    folder = resources.files("wfrl") / "pretrained"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".pt"))
+
+
+def resolve_checkpoint(path) -> Path:
+    """A checkpoint path, or `pretrained:NAME` for a policy shipped with the package."""
+    text = str(path)
+    if not text.startswith(PRETRAINED_PREFIX):
+        return Path(path)
+    from importlib import resources
+    name = text[len(PRETRAINED_PREFIX):]
+    names = pretrained_names()
+    if name not in names:
+        raise UserError(f"no pretrained policy {name!r} (shipped: {', '.join(names) or 'none'})")
+    return Path(str(resources.files("wfrl") / "pretrained" / f"{name}.pt"))
+
+
 def load_checkpoint(path) -> dict:
-    """Load and check a wfrl checkpoint; any problem becomes a one-line UserError."""
+    """Load and check a wfrl checkpoint (a path or `pretrained:NAME`); any problem becomes a
+    one-line UserError."""
     import torch
-    path = Path(path)
+    path = resolve_checkpoint(path)
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist")
     try:

@@ -35,7 +35,7 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     t0 = time.perf_counter()
     eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n)
     t1 = time.perf_counter()
-    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda)
+    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net())
     ustats = learner.update(batch)
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
@@ -80,6 +80,52 @@ def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_updat
 # Columns that hold wall-clock measurements (differ between otherwise identical runs).
 TIMING_COLUMNS = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
 
+# Episode numbers of the periodic selection evaluation: the same episodes at every evaluation (so
+# two evaluations differ by the policy, not the luck of the draw), never used by training, and
+# apart from the search's evaluation range (wfrl.search.exhaustive.EVAL_EPISODE_BASE).
+SELECT_EPISODE_BASE = 2_000_000_000
+EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
+
+
+class BestKeeper:
+    """Periodic greedy evaluation on reserved episodes; keeps the best policy so far.
+
+    Best = the highest mean reward among evaluations whose compliance reached θ (among all of
+    them while none has). Written to eval_log.csv (one row per evaluation) and best.pt."""
+
+    def __init__(self, cfg: TrainConfig, run, wf, net):
+        from wfrl.envs import make_backend
+        self.cfg, self.run, self.wf, self.net = cfg, run, wf, net
+        self.backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
+        self.log = CsvLog(run.file("eval_log.csv"), EVAL_COLUMNS)
+        self.best = None  # (feasible, reward) of the best evaluation
+        self.best_row = None
+
+    def due(self, episodes_before: int, episodes: int) -> bool:
+        k = self.cfg.eval_every
+        return k > 0 and (episodes // k > episodes_before // k
+                          or episodes >= self.cfg.total_episodes)
+
+    def evaluate(self, learner, episodes: int, update: int, payload: dict) -> dict:
+        from wfrl.evaluate import play, summarise
+        cfg = self.cfg
+        eps = range(SELECT_EPISODE_BASE, SELECT_EPISODE_BASE + cfg.eval_episodes)
+        s = summarise(play(self.backend, learner.flat_weights(), self.net, self.wf,
+                           cfg.alignment_lambda, cfg.count_foothold, eps, cfg.seed, greedy=True))
+        key = (s["compliance"] >= cfg.compliance_threshold, s["mean"])
+        better = self.best is None or key > self.best
+        row = {"Episodes": episodes, "Update": update, "Reward": round(s["mean"], 4),
+               "Reward_SE": round(s["se"], 4), "Compliance": round(s["compliance"], 4),
+               "Best": int(better)}
+        if better:
+            self.best, self.best_row = key, row
+            save_checkpoint(self.run.file("best.pt"), {**payload, "selection": row})
+        self.log.append(row)
+        return row
+
+    def close(self):
+        self.backend.close()
+
 
 def train(cfg: TrainConfig, progress=None) -> dict:
     """Run training as configured; returns the summary that is also written to summary.json."""
@@ -91,44 +137,57 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     write_json(run.file("experiment_config.json"), {**cfg.to_dict(), "wfrl_version": __version__})
 
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
+    net = cfg.ppo.net()
     M = cfg.episodes_per_update
-    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
+    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, net, cfg.seed,
                                cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, M,
                                ray_address=cfg.ray_address)
     row_cond = np.tile(wf.onehot(), (M, 1))
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
+    keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 
     episodes, update, stop = 0, 0, "budget"
     started = time.perf_counter()
     try:
         while episodes < cfg.total_episodes:
             n = min(M, cfg.total_episodes - episodes)
+            learner.set_progress(episodes / cfg.total_episodes)
             eps, ustats, tc, tu = ppo_step(collector, learner, wf, row_cond, episodes, n, cfg.ppo)
-            episodes += n
+            before, episodes = episodes, episodes + n
             update += 1
             row = log_row(wf, update, episodes, episodes, eps, ustats, tc, tu, learner.version)
             log.append(row)
             env_r, env_se = row["Env_Reward"], row["Env_Reward_SE"]
             align, compliance = row["Alignment_Bonus"], row["Compliance"]
-            save_checkpoint(run.file("checkpoint.pt"), {
-                **learner.state(), "hidden": cfg.ppo.hidden, "workflow": str(wf),
-                "workflow_id": wf.index, "episodes": episodes, "config": cfg.to_dict()})
+            payload = {**learner.state(), "hidden": cfg.ppo.hidden, "net": net.to_dict(),
+                       "workflow": str(wf), "workflow_id": wf.index, "episodes": episodes,
+                       "red_agent": cfg.red_agent, "config": cfg.to_dict()}
+            save_checkpoint(run.file("checkpoint.pt"), payload)
             elapsed = time.perf_counter() - started
             progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
                      f"{episodes / elapsed:7.2f} eps/s (collect {n / tc:.2f}) | "
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
                      f"compliance {compliance:.3f}")
+            if keeper is not None and keeper.due(before, episodes):
+                ev = keeper.evaluate(learner, episodes, update, payload)
+                progress(f"evaluation at {episodes} episodes (greedy, {cfg.eval_episodes} reserved "
+                         f"episodes): reward {ev['Reward']:.2f} ± {ev['Reward_SE']:.2f}, "
+                         f"compliance {ev['Compliance']:.3f}{' — best so far' if ev['Best'] else ''}")
             if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
                 stop = "compliance"
                 break
     finally:
         collector.close()
+        if keeper is not None:
+            keeper.close()
 
     wall = time.perf_counter() - started
     summary = {"workflow": str(wf), "workflow_id": wf.index, "updates": update,
                "episodes": episodes, "stop_reason": stop, "final_env_reward": env_r,
                "final_compliance": compliance, "wall_time_s": round(wall, 3),
                "episodes_per_s": round(episodes / wall, 3)}
+    if keeper is not None and keeper.best_row is not None:
+        summary["best_eval"] = keeper.best_row
     write_json(run.file("summary.json"), summary)
     progress(f"done: {episodes} episodes in {wall:.1f} s ({stop}); final reward {env_r:.2f}, "
              f"compliance {compliance:.3f}; records in {run.path}")

@@ -19,7 +19,7 @@ from wfrl.collect.buffer import TRAJ_FIELDS
 from wfrl.collect.shm import SharedArrays, WeightsBoard
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
-from wfrl.ppo.netspec import n_params
+from wfrl.ppo.netspec import as_netspec
 from wfrl.workflow import Workflow
 
 MAX_POOL_REBUILDS = 20
@@ -36,7 +36,7 @@ class SharedCollectorBase:
         self.backend_name, self.red_agent = backend, red_agent
         self.hidden, self.seed, self.lam, self.count_foothold = hidden, seed, lam, count_foothold
         self.n_workers, self.n_rows = n_workers, n_rows
-        self.shm = SharedArrays(worker.shared_spec(n_rows, EP_LEN, n_params(hidden)))
+        self.shm = SharedArrays(worker.shared_spec(n_rows, EP_LEN, as_netspec(hidden).n_params))
         a = self.shm.arrays
         self.buffer = TrajectoryBuffer({k: a[k] for k in list(TRAJ_FIELDS) + ["lengths"]})
         self.board = WeightsBoard(a)

@@ -12,15 +12,22 @@ import numpy as np
 
 from wfrl.collect.base import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-from wfrl.ppo.netspec import IN_DIM, NumpyPolicy
+
+MASKED_LOGIT = -1.0e9  # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT (wfrl.ppo.learner imports torch)
+from wfrl.features import MemoryTracker
+from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow
 
 
-def make_policy(weights: np.ndarray, hidden: int, workflow: Workflow, lam: float,
+def make_policy(weights: np.ndarray, net, workflow: Workflow, lam: float,
                 count_foothold: bool = False, greedy: bool = False):
+    """The compiled Policy for flat weights of network `net` (a NetSpec, or a hidden width for
+    the observation-only network)."""
     from wfrl._core import Policy
-    return Policy(weights, hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy)
+    net = as_netspec(net)
+    return Policy(weights, net.hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy,
+                  net.memory, net.mask)
 
 
 def stats_arrays(n: int) -> dict:
@@ -40,25 +47,27 @@ def stats_list(st: dict, episodes, version: int, index=None) -> list[EpisodeStat
 
 
 def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
-                 version: int = 0) -> list[EpisodeStats]:
+                 version: int = 0, horizon: int = EP_LEN) -> list[EpisodeStats]:
     """Play global episodes `episodes` (seeds from (seed, episode)) with the compiled loop, episode
-    k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None)."""
+    k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None). horizon: blue steps
+    per episode (training: EP_LEN; the CAGE2 evaluation also plays 30 and 50)."""
     episodes = np.asarray(episodes, dtype=np.int64)
     rows = np.arange(len(episodes), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     env_seeds, act_seeds = episode_seeds(seed, episodes)
     slots = getattr(backend, "slots", None)
     if slots is not None:
         st = stats_arrays(len(episodes))
-        slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st)
+        slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st, horizon)
         return stats_list(st, episodes, version)
     from wfrl._core import Actor
     actor = Actor(policy)
-    return [actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version)
+    return [actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version,
+                          horizon=horizon)
             for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
 
 
 def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version,
-                  after_step=None):
+                  after_step=None, horizon: int = EP_LEN):
     """One episode of a Python-stepped env (CybORG) with the compiled per-step actor.
     after_step(), if given, runs after every step (the synchronous collector's barrier)."""
     backend.seed(env_seed)
@@ -67,10 +76,10 @@ def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, vers
     if buffer is not None:
         buffer.arrays["lengths"][row] = 0
     env_return = alignment = 0.0
-    for t in range(EP_LEN):
+    for t in range(horizon):
         action, logp, value, bonus = actor.act(obs, red_access)
         next_obs, reward, next_access = backend.step(action)
-        done = t == EP_LEN - 1
+        done = t == horizon - 1
         if done:
             bonus += actor.finish()
         if buffer is not None:
@@ -106,20 +115,30 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
 
 def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
                           count_foothold=False, greedy=False, buffer=None, row=0):
-    """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro)."""
-    policy = NumpyPolicy(weights, hidden)
+    """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro, Python
+    memory and mask). hidden: a NetSpec or a hidden width."""
+    net = as_netspec(hidden)
+    policy = NumpyPolicy(weights, net.hidden, net.in_dim)
     rng = Xoshiro256(act_seed)
     tracker = ComplianceTracker(workflow, lam, count_foothold)
-    x = np.empty(IN_DIM, dtype=np.float32)
-    x[OBS_DIM:] = workflow.onehot()
+    memory = MemoryTracker()
+    x = np.empty(net.in_dim, dtype=np.float32)
+    x[net.in_dim - len(workflow.onehot()):] = workflow.onehot()
     backend.seed(env_seed)
     obs, red_access = backend.reset()
     env_return = alignment = 0.0
     actions = []
     for t in range(EP_LEN):
+        memory.update(obs)
         x[:OBS_DIM] = obs
+        if net.memory:
+            feats = memory.features()
+            x[OBS_DIM:OBS_DIM + len(feats)] = feats
         logits, value = policy.forward(x)
+        if net.mask:
+            logits = np.where(memory.mask(), logits, np.float32(MASKED_LOGIT)).astype(np.float32)
         action, logp = sample_reference(logits, greedy, rng)
+        memory.acted(action)
         bonus = tracker.step(action, red_access)
         next_obs, reward, next_access = backend.step(action)
         done = t == EP_LEN - 1

@@ -8,13 +8,17 @@ ENV_ID = "wfrl/CAGE2-v0"
 
 
 def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None):
-    """The lean backend object that collectors drive: `sim` (compiled, default) or `cyborg`."""
+    """The lean backend object that collectors drive: `sim` (compiled, default) or `cyborg`.
+    red_agent "mixed": each episode's attacker is B_line or Meander, chosen by its seed."""
     check_backend(backend)
     check_red_agent(red_agent)
     if backend == "sim":
         from wfrl.envs.sim import SimBackend
         return SimBackend(red_agent=red_agent, seed=seed)
-    from wfrl.envs.cyborg import CybORGBackend
+    from wfrl.envs.base import MIXED
+    from wfrl.envs.cyborg import CybORGBackend, MixedCybORGBackend
+    if red_agent == MIXED:
+        return MixedCybORGBackend(seed=seed)
     return CybORGBackend(red_agent=red_agent, seed=seed)
 
 

@@ -27,6 +27,9 @@ N_HOSTS = 13
 EP_LEN = 100
 
 RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+MIXED = "mixed"  # each episode's attacker drawn from MIXED_REDS by its env seed
+MIXED_REDS = ("B_lineAgent", "RedMeanderAgent")
+TRAIN_RED_AGENTS = RED_AGENTS + (MIXED,)
 BACKENDS = ("sim", "cyborg")
 
 
@@ -42,8 +45,16 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def check_red_agent(name: str) -> str:
-    return check_choice("red agent", name, RED_AGENTS)
+def check_red_agent(name: str, allow_mixed: bool = True) -> str:
+    return check_choice("red agent", name, TRAIN_RED_AGENTS if allow_mixed else RED_AGENTS)
+
+
+def mixed_red_kind(env_seed: int) -> str:
+    """The attacker of the mixed red's episode with this env seed (B_line or Meander, one half
+    each); the twin of wfrl_mixed_red_kind in csrc/wfrl_cage2.h, so both backends agree."""
+    from wfrl.rng import MASK, splitmix64
+    _, out = splitmix64((int(env_seed) ^ 0x6D69786564726564) & MASK)
+    return MIXED_REDS[out >> 63]
 
 
 def check_backend(name: str) -> str:

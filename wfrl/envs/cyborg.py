@@ -50,7 +50,7 @@ def challenge_env(red_agent: str = "B_lineAgent"):
     reference the benchmarks compare against)."""
     Main, ChallengeWrapper, scenario, agents = _load()
     return ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
-                                     agents={"Red": agents[check_red_agent(red_agent)]}),
+                                     agents={"Red": agents[check_red_agent(red_agent, allow_mixed=False)]}),
                             agent_name="Blue", max_steps=None)
 
 
@@ -66,7 +66,7 @@ class CybORGBackend:
     """CybORG Scenario2 behind the wfrl backend contract (see wfrl.envs.base)."""
 
     def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
-        self.red_agent = check_red_agent(red_agent)
+        self.red_agent = check_red_agent(red_agent, allow_mixed=False)
         Main, ChallengeWrapper, scenario, agents = _load()
         self._rng_state = None
         self.seed(seed)
@@ -116,3 +116,38 @@ class CybORGBackend:
         self._cyborg = None
         self._state = None
 
+
+
+class MixedCybORGBackend:
+    """The mixed red on CybORG: one CybORG per attacker of wfrl.envs.base.MIXED_REDS; every
+    episode is played against the one its seed names (mixed_red_kind), as the simulator does."""
+
+    red_agent = "mixed"
+
+    def __init__(self, seed: int | None = None):
+        from wfrl.envs.base import MIXED_REDS
+        self._envs = {red: CybORGBackend(red, seed) for red in MIXED_REDS}
+        self._current = self._envs[MIXED_REDS[0]]
+        self._seed = None
+        self.seed(seed)
+
+    def seed(self, seed: int | None) -> None:
+        from wfrl.envs.base import mixed_red_kind
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        self._current = self._envs[mixed_red_kind(seed)]
+        self._current.seed(seed)
+
+    @property
+    def current_red(self) -> str:
+        return self._current.red_agent
+
+    def reset(self):
+        return self._current.reset()
+
+    def step(self, action: int):
+        return self._current.step(action)
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            env.close()

@@ -9,6 +9,8 @@ import torch
 
 from wfrl.ppo.policy import ActorCritic
 
+MASKED_LOGIT = -1.0e9  # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT
+
 
 @dataclass
 class PPOConfig:
@@ -32,18 +34,32 @@ class PPOConfig:
     """Global gradient-norm clip."""
     hidden: int = 64
     """Units in each of the two hidden layers of actor and critic."""
+    memory: bool = False
+    """Add the defender's memory block (wfrl.features) to the policy input."""
+    mask: bool = False
+    """Never choose actions that cannot do anything (Monitor, impossible or repeated decoys)."""
+    lr_final: float = 1.0
+    """Learning rate at the end of the run as a fraction of lr (linear; 1 = constant)."""
+    entropy_final: float = 1.0
+    """Entropy weight at the end of the run as a fraction of entropy_coef (linear; 1 = constant)."""
+
+    def net(self):
+        from wfrl.ppo.netspec import NetSpec
+        return NetSpec(self.hidden, self.memory, self.mask)
 
 
 @dataclass
 class Batch:
-    """Flat training batch; obs already carries the workflow conditioning (77 columns)."""
+    """Flat training batch; obs is the full policy input (observation, memory block if any,
+    workflow conditioning)."""
 
-    obs: np.ndarray         # float32 [N, 77]
+    obs: np.ndarray         # float32 [N, in_dim]
     actions: np.ndarray     # int32 [N]
     logprobs: np.ndarray    # float32 [N] at collection time
     values: np.ndarray      # float32 [N] at collection time
     advantages: np.ndarray  # float32 [N]
     returns: np.ndarray     # float32 [N]
+    masks: np.ndarray | None = None  # bool [N, 145], allowed actions (None: all)
 
     def __len__(self):
         return len(self.actions)
@@ -54,9 +70,20 @@ class PPOLearner:
         self.cfg = cfg
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
-        self.model = ActorCritic(cfg.hidden)
+        self.net = cfg.net()
+        self.model = ActorCritic(cfg.hidden, self.net.in_dim)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)
         self.version = 0
+        self.entropy_coef = cfg.entropy_coef
+
+    def set_progress(self, frac: float) -> None:
+        """Move the learning rate and entropy weight along their schedules: frac is the share of
+        the run's episodes already trained on (0 at the start, 1 at the end)."""
+        frac = min(max(float(frac), 0.0), 1.0)
+        cfg = self.cfg
+        for g in self.opt.param_groups:
+            g["lr"] = cfg.lr * (1.0 + (cfg.lr_final - 1.0) * frac)
+        self.entropy_coef = cfg.entropy_coef * (1.0 + (cfg.entropy_final - 1.0) * frac)
 
     def flat_weights(self) -> np.ndarray:
         return self.model.flat_weights()
@@ -68,6 +95,7 @@ class PPOLearner:
         old_logp = torch.as_tensor(batch.logprobs)
         adv_all = torch.as_tensor(batch.advantages)
         ret_all = torch.as_tensor(batch.returns)
+        masked = None if batch.masks is None else ~torch.as_tensor(batch.masks)
         n = len(batch)
         mb = max(1, -(-n // cfg.minibatches))
         stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
@@ -78,6 +106,8 @@ class PPOLearner:
             for start in range(0, n, mb):
                 idx = perm[start:start + mb]
                 logits, value = self.model(obs[idx])
+                if masked is not None:  # the same logit the rollout loop gives a masked action
+                    logits = logits.masked_fill(masked[idx], MASKED_LOGIT)
                 # Categorical log-probabilities and entropy, without torch.distributions'
                 # argument checking (a third of the update's time at this network size).
                 log_p = torch.log_softmax(logits, dim=-1)
@@ -91,7 +121,7 @@ class PPOLearner:
                                     -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
                 v_loss = 0.5 * (value - ret_all[idx]).pow(2).mean()
                 entropy = -(log_p.exp() * log_p).sum(-1).mean()
-                loss = pg_loss + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
+                loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)

@@ -2,28 +2,57 @@
 
 Flat weights (what workers receive): float32, each weight row-major [out, in] followed by its bias
 [out], in this order:
-    actor:  W1 [H, 77] b1 [H]  W2 [H, H] b2 [H]  W3 [145, H] b3 [145]
-    critic: W1 [H, 77] b1 [H]  W2 [H, H] b2 [H]  W3 [1, H]   b3 [1]
-This is exactly the order of wfrl.ppo.policy.ActorCritic.parameters().
+    actor:  W1 [H, I] b1 [H]  W2 [H, H] b2 [H]  W3 [145, H] b3 [145]
+    critic: W1 [H, I] b1 [H]  W2 [H, H] b2 [H]  W3 [1, H]   b3 [1]
+This is exactly the order of wfrl.ppo.policy.ActorCritic.parameters(). The input width I is 77
+(observation 52 ⊕ workflow one-hot 25) or, with the memory block (wfrl.features), 52 ⊕ 66 ⊕ 25.
 """
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from wfrl.envs.base import N_ACTIONS, OBS_DIM
+from wfrl.features import MEM_DIM
 from wfrl.workflow import COND_DIM
 
 IN_DIM = OBS_DIM + COND_DIM
 
 
-def layer_shapes(hidden: int):
+@dataclass(frozen=True)
+class NetSpec:
+    """What a policy network expects: its width and its input features. Checkpoints record it."""
+
+    hidden: int = 64
+    memory: bool = False
+    mask: bool = False
+
+    @property
+    def in_dim(self) -> int:
+        return IN_DIM + (MEM_DIM if self.memory else 0)
+
+    @property
+    def n_params(self) -> int:
+        return n_params(self.hidden, self.in_dim)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def as_netspec(net) -> NetSpec:
+    """A NetSpec from a NetSpec or a plain hidden width (the observation-only network)."""
+    return net if isinstance(net, NetSpec) else NetSpec(hidden=int(net))
+
+
+def layer_shapes(hidden: int, in_dim: int = IN_DIM):
     """[(out, in)] for actor layers then critic layers, in flat-weights order."""
     H = hidden
-    return [(H, IN_DIM), (H, H), (N_ACTIONS, H), (H, IN_DIM), (H, H), (1, H)]
+    return [(H, in_dim), (H, H), (N_ACTIONS, H), (H, in_dim), (H, H), (1, H)]
 
 
-def n_params(hidden: int) -> int:
-    return sum(o * i + o for o, i in layer_shapes(hidden))
+def n_params(hidden: int, in_dim: int = IN_DIM) -> int:
+    return sum(o * i + o for o, i in layer_shapes(hidden, in_dim))
 
 
 
@@ -34,18 +63,20 @@ class NumpyPolicy:
     The arrays are views into `flat`, so publishing new weights in place updates the policy.
     """
 
-    def __init__(self, flat: np.ndarray, hidden: int):
-        if flat.dtype != np.float32 or flat.shape != (n_params(hidden),):
-            raise ValueError(f"flat weights must be float32[{n_params(hidden)}] for hidden={hidden}")
+    def __init__(self, flat: np.ndarray, hidden: int, in_dim: int = IN_DIM):
+        if flat.dtype != np.float32 or flat.shape != (n_params(hidden, in_dim),):
+            raise ValueError(f"flat weights must be float32[{n_params(hidden, in_dim)}] for "
+                             f"hidden={hidden}, input {in_dim}")
         self.hidden = hidden
+        self.in_dim = in_dim
         views, k = [], 0
-        for o, i in layer_shapes(hidden):
+        for o, i in layer_shapes(hidden, in_dim):
             views.append((flat[k:k + o * i].reshape(o, i), flat[k + o * i:k + o * i + o]))
             k += o * i + o
         self._a, self._c = views[:3], views[3:]
 
     def forward(self, x: np.ndarray):
-        """x float32[77] → (logits float32[145], value float)."""
+        """x float32[in_dim] → (logits float32[145], value float)."""
         (aw1, ab1), (aw2, ab2), (aw3, ab3) = self._a
         (cw1, cb1), (cw2, cb2), (cw3, cb3) = self._c
         ha = np.tanh(aw2 @ np.tanh(aw1 @ x + ab1) + ab2)

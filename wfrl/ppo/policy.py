@@ -1,6 +1,6 @@
 """The order-conditioned actor-critic in torch (learning).
 
-Input: obs(52) ⊕ workflow one-hot(25) = 77 floats. Two separate tanh MLPs of `hidden` units:
+Input: obs(52) ⊕ [memory block(66)] ⊕ workflow one-hot(25). Two separate tanh MLPs of `hidden` units:
 actor → 145 logits, critic → 1 value. The flat-weights layout and the numpy twin used by rollouts
 live in wfrl.ppo.netspec (torch-free).
 """
@@ -14,17 +14,18 @@ from wfrl.envs.base import N_ACTIONS
 from wfrl.ppo.netspec import IN_DIM, NumpyPolicy, layer_shapes, n_params  # noqa: F401
 
 
-def _mlp(out_dim: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(IN_DIM, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+def _mlp(out_dim: int, hidden: int, in_dim: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
                          nn.Linear(hidden, out_dim))
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, hidden: int = 64):
+    def __init__(self, hidden: int = 64, in_dim: int = IN_DIM):
         super().__init__()
         self.hidden = hidden
-        self.actor = _mlp(N_ACTIONS, hidden)
-        self.critic = _mlp(1, hidden)
+        self.in_dim = in_dim
+        self.actor = _mlp(N_ACTIONS, hidden, in_dim)
+        self.critic = _mlp(1, hidden, in_dim)
         # Small last-layer gains: a near-uniform initial policy and near-zero initial values.
         for seq, gain in ((self.actor, 0.01), (self.critic, 1.0)):
             for i, layer in enumerate(m for m in seq if isinstance(m, nn.Linear)):
@@ -40,8 +41,9 @@ class ActorCritic(nn.Module):
                 np.float32, copy=True)
 
     def load_flat_weights(self, flat: np.ndarray) -> None:
-        if flat.shape != (n_params(self.hidden),):
-            raise ValueError(f"flat weights of length {flat.shape} do not fit hidden={self.hidden}")
+        if flat.shape != (n_params(self.hidden, self.in_dim),):
+            raise ValueError(f"flat weights of length {flat.shape} do not fit hidden={self.hidden}"
+                             f", input {self.in_dim}")
         with torch.no_grad():
             torch.nn.utils.vector_to_parameters(torch.as_tensor(flat, dtype=torch.float32),
                                                 self.parameters())

@@ -126,7 +126,7 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
     for _update in pretrain(collector, learner, cfg.ppo, cfg.seed, 0, 0, cfg.pretrain_episodes,
                             cfg.episodes_per_update):
         pass
-    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden, "workflow": "balanced",
+    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden, "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
                            "workflow_id": 0, "base": True, "episodes": cfg.pretrain_episodes})
     return load_checkpoint(path)
 
@@ -276,7 +276,7 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
                    {"mode": "exhaustive", "wfrl_version": __version__, **asdict(cfg)})
     log = CsvLog(csv_path, COLUMNS, fresh=not csv_path.exists())
     M = max(cfg.episodes_per_update, cfg.eval_episodes)
-    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.hidden, cfg.seed,
+    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.net(), cfg.seed,
                                cfg.alignment_lambda, False, cfg.n_workers, M)
     try:
         base = _base_policy(cfg, collector, out, progress)

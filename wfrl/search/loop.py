@@ -234,7 +234,7 @@ class WorkflowSearch:
 
     def _save_workflow(self, learner, wf: Workflow) -> None:
         save_checkpoint(checkpoint_path(self.run, wf.index), {
-            **learner.state(), "hidden": self.cfg.ppo.hidden, "workflow": str(wf),
+            **learner.state(), "hidden": self.cfg.ppo.hidden, "net": self.cfg.ppo.net().to_dict(), "workflow": str(wf),
             "workflow_id": wf.index, "episodes": self.meta["trained"].get(wf.index, 0),
             "config": self.cfg.to_dict()})
 
@@ -245,7 +245,7 @@ class WorkflowSearch:
         self._t0, self._wall_before = time.perf_counter(), float(m["wall_time"])
         self._eps0 = m["episodes_used"]
         collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent,
-                                   cfg.ppo.hidden, cfg.seed, cfg.alignment_lambda,
+                                   cfg.ppo.net(), cfg.seed, cfg.alignment_lambda,
                                    cfg.count_foothold, cfg.n_workers, M,
                                    ray_address=cfg.ray_address)
         learner = None
@@ -365,7 +365,7 @@ class WorkflowSearch:
             self._commit(learner)
         if total > 0:
             save_checkpoint(checkpoint_path(self.run, BASE), {
-                **learner.state(), "hidden": cfg.ppo.hidden, "workflow": "balanced",
+                **learner.state(), "hidden": cfg.ppo.hidden, "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
                 "workflow_id": 0, "base": True, "episodes": p["episodes"],
                 "config": cfg.to_dict()})
         p["done"] = True

@@ -1,0 +1,180 @@
+"""The defender's memory and action mask in plain Python: the twin of csrc/wfrl_memory.h.
+
+Both are computed only from what the defender has seen and done — the observation of every step
+and its own earlier actions — never from the true state, so the same features exist on every
+backend and at evaluation time.
+
+Memory, updated before each action (first from the previous own action, then from the
+observation just received); per host h, in observation order:
+
+- scanned[h]    a Scan (activity bits 1,0) was seen on h this episode;
+- last_scan     one-hot of the host of the most recent Scan (lowest index if several at once);
+- comp_seen[h]  an Exploit (activity 1,1) or a User/Privileged flag was seen on h since my last
+                Restore of h;
+- restored[h]   I restored h this episode (a Restore of Op_Server0 disarms Impact for good);
+- decoy_frac[h] decoy kinds I placed on h since its last Restore, over the kinds useful there;
+- and t / 100, the share of the episode already played.
+
+Mask: Monitor (in CAGE2 identical to Sleep) and every decoy that cannot be placed on a host or
+cannot catch an exploit there are never chosen: a kind whose port a real service holds or that
+needs the other operating system, Vsftpd on User3/User4 (their real web server answers first),
+a kind already placed since the host's last Restore, and the second of Apache/Vsftpd (both take
+port 80). The action space stays CAGE2's 145 actions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS
+
+MEM_DIM = 5 * N_HOSTS + 1
+N_DECOYS = 8
+DECOY_FIRST = 28          # DecoyApache(0); kind k on host h is action 28 + 13k + h
+MONITOR = 1
+APACHE, VSFTPD = 0, 7
+RESTORE_FIRST = 132
+DECOY_KINDS = ("Apache", "Femitter", "HarakaSMPT", "Smss", "SSHD", "Svchost", "Tomcat", "Vsftpd")
+
+# Decoy kinds that can be placed on each host and catch an exploit there (bit k = DECOY_KINDS[k]).
+_LINUX_SERVER = {"Apache", "HarakaSMPT", "Tomcat", "Vsftpd"}
+DECOY_USEFUL = tuple(sum(1 << DECOY_KINDS.index(k) for k in kinds) for kinds in (
+    _LINUX_SERVER,                              # Defender
+    _LINUX_SERVER,                              # Enterprise0
+    {"Femitter"}, {"Femitter"},                 # Enterprise1, Enterprise2
+    _LINUX_SERVER, _LINUX_SERVER, _LINUX_SERVER,  # Op_Host0-2
+    _LINUX_SERVER,                              # Op_Server0
+    {"Apache", "Smss", "Svchost", "Tomcat"},    # User0
+    {"Apache", "Smss", "Svchost", "Tomcat"},    # User1
+    {"Apache", "Femitter", "SSHD", "Tomcat"},   # User2
+    {"SSHD"},                                   # User3
+    set(),                                      # User4
+))
+_PORT80 = (1 << APACHE) | (1 << VSFTPD)
+_USEFUL_COUNT = np.array([bin(u).count("1") for u in DECOY_USEFUL], dtype=np.float32)
+
+
+def decoy_action(kind: int, host: int) -> int:
+    return DECOY_FIRST + N_HOSTS * kind + host
+
+
+def _open_decoys(useful, placed):
+    """Decoy kinds still worth placing (bit sets; works elementwise on integer arrays)."""
+    open_ = useful & ~placed
+    return np.where((placed & _PORT80) != 0, open_ & ~_PORT80, open_)
+
+
+class MemoryTracker:
+    """One episode's memory, step by step (the plain form of csrc/wfrl_memory.h)."""
+
+    def __init__(self):
+        self.scanned = np.zeros(N_HOSTS, np.uint8)
+        self.comp_seen = np.zeros(N_HOSTS, np.uint8)
+        self.restored = np.zeros(N_HOSTS, np.uint8)
+        self.decoys = [0] * N_HOSTS
+        self.last_scan = -1
+        self.t = 0
+        self.prev_action = -1
+
+    def update(self, obs: np.ndarray) -> None:
+        a = self.prev_action
+        if RESTORE_FIRST <= a < RESTORE_FIRST + N_HOSTS:
+            h = a - RESTORE_FIRST
+            self.restored[h] = 1
+            self.decoys[h] = 0
+            self.comp_seen[h] = 0
+        elif DECOY_FIRST <= a < DECOY_FIRST + N_DECOYS * N_HOSTS:
+            k, h = divmod(a - DECOY_FIRST, N_HOSTS)
+            if int(_open_decoys(DECOY_USEFUL[h], self.decoys[h])) & (1 << k):
+                self.decoys[h] |= 1 << k
+        o = np.asarray(obs).reshape(N_HOSTS, 4) != 0
+        scan = o[:, 0] & ~o[:, 1]
+        self.scanned |= scan
+        self.comp_seen |= (o[:, 0] & o[:, 1]) | o[:, 3]
+        if scan.any():
+            self.last_scan = int(np.argmax(scan))
+
+    def features(self) -> np.ndarray:
+        out = np.zeros(MEM_DIM, np.float32)
+        H = N_HOSTS
+        out[:H] = self.scanned
+        if self.last_scan >= 0:
+            out[H + self.last_scan] = 1.0
+        out[2 * H:3 * H] = self.comp_seen
+        out[3 * H:4 * H] = self.restored
+        placed = np.array([bin(d).count("1") for d in self.decoys], np.float32)
+        out[4 * H:5 * H] = np.divide(placed, _USEFUL_COUNT, out=np.zeros(H, np.float32),
+                                     where=_USEFUL_COUNT > 0)
+        out[5 * H] = self.t / EP_LEN
+        return out
+
+    def mask(self) -> np.ndarray:
+        allowed = np.ones(N_ACTIONS, bool)
+        allowed[MONITOR] = False
+        for h in range(N_HOSTS):
+            open_ = int(_open_decoys(DECOY_USEFUL[h], self.decoys[h]))
+            for k in range(N_DECOYS):
+                allowed[decoy_action(k, h)] = bool(open_ >> k & 1)
+        return allowed
+
+    def acted(self, action: int) -> None:
+        self.prev_action = int(action)
+        self.t += 1
+
+
+def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
+                     mask: bool = True):
+    """Memory features [rows, T, MEM_DIM] (or None) and allowed-action masks [rows, T, 145]
+    (or None) of recorded episodes: obs [rows, T, 52] is the observation each action was chosen
+    on, actions [rows, T] the actions. Vectorised over rows; the same numbers as MemoryTracker."""
+    rows, T = actions.shape
+    H = N_HOSTS
+    o = obs.reshape(rows, T, H, 4) != 0
+    scan = o[..., 0] & ~o[..., 1]                       # [rows, T, H]
+    seen = (o[..., 0] & o[..., 1]) | o[..., 3]
+    acts = actions.astype(np.int64)
+    useful = np.array(DECOY_USEFUL, np.int64)
+    feats = np.zeros((rows, T, MEM_DIM), np.float32) if memory else None
+    allowed = np.ones((rows, T, N_ACTIONS), bool) if mask else None
+    scanned = np.zeros((rows, H), bool)
+    comp_seen = np.zeros((rows, H), bool)
+    restored = np.zeros((rows, H), bool)
+    decoys = np.zeros((rows, H), np.int64)
+    last_scan = np.full(rows, -1, np.int64)
+    r = np.arange(rows)
+    decoy_cols = DECOY_FIRST + H * np.arange(N_DECOYS)[None, :] + np.arange(H)[:, None]  # [H, K]
+    for t in range(T):
+        if t > 0:
+            a = acts[:, t - 1]
+            rest = (a >= RESTORE_FIRST) & (a < RESTORE_FIRST + H)
+            rh = np.where(rest, a - RESTORE_FIRST, 0)
+            restored[r[rest], rh[rest]] = True
+            decoys[r[rest], rh[rest]] = 0
+            comp_seen[r[rest], rh[rest]] = False
+            dec = (a >= DECOY_FIRST) & (a < DECOY_FIRST + N_DECOYS * H)
+            k, h = np.divmod(np.where(dec, a - DECOY_FIRST, 0), H)
+            ok = dec & ((_open_decoys(useful[h], decoys[r, h]) >> k) & 1).astype(bool)
+            decoys[r[ok], h[ok]] |= 1 << k[ok]
+        scanned |= scan[:, t]
+        comp_seen |= seen[:, t]
+        has = scan[:, t].any(axis=1)
+        last_scan = np.where(has, np.argmax(scan[:, t], axis=1), last_scan)
+        if memory:
+            f = feats[:, t]
+            f[:, :H] = scanned
+            f[r[last_scan >= 0], H + last_scan[last_scan >= 0]] = 1.0
+            f[:, 2 * H:3 * H] = comp_seen
+            f[:, 3 * H:4 * H] = restored
+            placed = np.zeros((rows, H), np.float32)
+            for kk in range(N_DECOYS):
+                placed += (decoys >> kk) & 1
+            f[:, 4 * H:5 * H] = np.divide(placed, _USEFUL_COUNT, out=np.zeros_like(placed),
+                                          where=_USEFUL_COUNT > 0)
+            f[:, 5 * H] = t / EP_LEN
+        if mask:
+            m = allowed[:, t]
+            m[:, MONITOR] = False
+            open_ = _open_decoys(useful[None, :], decoys)          # [rows, H]
+            bits = ((open_[:, :, None] >> np.arange(N_DECOYS)) & 1).astype(bool)  # [rows, H, K]
+            m[:, decoy_cols.reshape(-1)] = bits.reshape(rows, -1)
+    return feats, allowed
+

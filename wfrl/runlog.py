@@ -11,6 +11,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 from wfrl.errors import UserError
@@ -139,7 +140,9 @@ def load_checkpoint(path) -> dict:
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist")
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a damaged file gets one line, not torch's warnings
+            warnings.simplefilter("ignore")
+            ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for damaged files
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"cannot read checkpoint {path}: corrupt or not a torch file ({reason[:120]})") from None

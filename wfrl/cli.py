@@ -116,6 +116,11 @@ def _add_train(sub):
     p.add_argument("--force", action="store_true", default=None,
                    help="replace a run already in --out")
     g = p.add_argument_group("PPO")
+    g.add_argument("--ppo-preset", default=None, metavar="recipe|original",
+                   help="starting point for the learner settings, overridden by the flags given: "
+                        "recipe (default: 200 episodes per update with --workflow, memory, mask, "
+                        "annealed lr and entropy, periodic evaluation) or original (the original "
+                        "system: 10 episodes per update, observation only, constant schedules)")
     g.add_argument("--lr", type=float, default=None, help=f"default: {d.lr}")
     g.add_argument("--gamma", type=float, default=None, help=f"default: {d.gamma}")
     g.add_argument("--gae-lambda", type=float, default=None, help=f"default: {d.gae_lambda}")
@@ -262,6 +267,15 @@ def _cmd_train(a) -> int:
                  if f.name not in settings and f.name != "ppo"]
     given = _given(a, settings)
     ppo_given = _given(a, PPO_FLAGS)
+    if a.resume is not None and a.ppo_preset is not None:
+        raise UserError("--resume continues with the run's stored settings; --ppo-preset cannot "
+                        "be changed")
+    if a.resume is None:
+        from wfrl.config import DEFAULT_PRESET, preset_settings
+        run_preset, ppo_preset = preset_settings(a.ppo_preset or DEFAULT_PRESET)
+        ppo_given = {**ppo_preset, **ppo_given}
+        if a.workflow is not None:  # the search keeps its own update size and has no evaluation
+            given = {**run_preset, **given}
     if a.resume is not None:
         from wfrl.search.loop import resume_config, search
         fixed = [k for k in list(given) + list(ppo_given) if k not in RUNTIME_ONLY]

@@ -28,6 +28,28 @@ def _check_compliance_settings(cfg) -> None:
     _non_negative("alignment_lambda", cfg.alignment_lambda)
 
 
+# Named starting points for the learner; flags given on the command line override them.
+#   recipe   (default) what the ablations in docs/results.md support: 200 episodes per update,
+#            the memory block and the action mask, learning rate and entropy weight annealed
+#            linearly to a tenth, the greedy policy evaluated every 5,000 episodes (best.pt).
+#   original the original system's learner: 10 episodes per update, observation and workflow
+#            only, constant learning rate and entropy weight, no periodic evaluation.
+PPO_PRESETS = {
+    "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
+               "ppo": {"memory": True, "mask": True, "lr_final": 0.1, "entropy_final": 0.1}},
+    "original": {"train": {"episodes_per_update": 10, "eval_every": 0},
+                 "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0}},
+}
+DEFAULT_PRESET = "recipe"
+
+
+def preset_settings(name: str) -> tuple[dict, dict]:
+    """(run settings, PPO settings) of a preset."""
+    check_choice("--ppo-preset", name, tuple(PPO_PRESETS))
+    p = PPO_PRESETS[name]
+    return dict(p["train"]), dict(p["ppo"])
+
+
 @dataclass
 class TrainConfig:
     workflow: str = "balanced"

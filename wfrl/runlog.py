@@ -144,7 +144,7 @@ def load_checkpoint(path) -> dict:
             warnings.simplefilter("ignore")
             ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for damaged files
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = type(exc).__name__
         raise UserError(f"cannot read checkpoint {path}: corrupt or not a torch file ({reason[:120]})") from None
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
         raise UserError(f"{path} is not a wfrl checkpoint")

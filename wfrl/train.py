@@ -91,7 +91,8 @@ class BestKeeper:
     """Periodic greedy evaluation on reserved episodes; keeps the best policy so far.
 
     Best = the highest mean reward among evaluations whose compliance reached θ (among all of
-    them while none has). Written to eval_log.csv (one row per evaluation) and best.pt."""
+    them while none has). Written to eval_log.csv (one row per evaluation) and best.pt; every
+    evaluated policy is kept as evals/ep_NNNNNNNN.pt (weights, no optimiser state)."""
 
     def __init__(self, cfg: TrainConfig, run, wf, net):
         from wfrl.envs import make_backend
@@ -120,6 +121,11 @@ class BestKeeper:
         if better:
             self.best, self.best_row = key, row
             save_checkpoint(self.run.file("best.pt"), {**payload, "selection": row})
+        # The evaluated policy itself (weights only), for learning curves on another backend.
+        snap = self.run.path / "evals"
+        snap.mkdir(exist_ok=True)
+        save_checkpoint(snap / f"ep_{episodes:08d}.pt",
+                        {k: v for k, v in payload.items() if k not in ("optimizer", "rng")})
         self.log.append(row)
         return row
 

@@ -104,8 +104,9 @@ class BestKeeper:
 
     def due(self, episodes_before: int, episodes: int) -> bool:
         k = self.cfg.eval_every
+        total = self.cfg.total_episodes
         return k > 0 and (episodes // k > episodes_before // k
-                          or episodes >= self.cfg.total_episodes)
+                          or (episodes >= total and total >= k))  # and at the end of the run
 
     def evaluate(self, learner, episodes: int, update: int, payload: dict) -> dict:
         from wfrl.evaluate import play, summarise

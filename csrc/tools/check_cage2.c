@@ -1,11 +1,13 @@
-/* Sanitizer driver for the compiled CAGE2 (built with -fsanitize=address,undefined by
- * tests/test_sanitizers.py). Plays many episodes against every red agent with several blue
- * behaviours and checks the invariants of the env contract after every step.
+/* Sanitizer driver for the compiled CAGE2 and the defender's memory (built with
+ * -fsanitize=address,undefined by tests/test_sanitizers.py). Plays many episodes against every red
+ * agent (and the mixed red) with several blue behaviours, runs the memory block and action mask
+ * beside them, and checks the invariants of the env contract after every step.
  * Usage: check_cage2 EPISODES_PER_RED [SEED]. Exit 0 and one summary line when all hold. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "wfrl_cage2.h"
+#include "wfrl_memory.h"
 
 static int fail(const char *what, int red, long ep, int t)
 {
@@ -34,15 +36,26 @@ int main(int argc, char **argv)
     wfrl_rng rng;
     wfrl_rng_seed(&rng, seed);
     long steps = 0;
-    for (int red = 0; red < 3; ++red) {
+    for (int red = 0; red <= RED_MIXED; ++red) {
         for (long ep = 0; ep < episodes; ++ep) {
             wfrl_cage2 env;
-            float obs[WFRL_OBS_DIM] = {0};
-            uint8_t access[WFRL_N_HOSTS];
+            wfrl_memory mem;
+            float obs[WFRL_OBS_DIM] = {0}, feats[WFRL_MEM_DIM];
+            uint8_t access[WFRL_N_HOSTS], allowed[WFRL_N_ACTIONS];
             wfrl_cage2_reset(&env, seed * 1000003u + (uint64_t)ep, red);
+            wfrl_memory_begin(&mem);
+            if (red == RED_MIXED && env.red_kind != RED_BLINE && env.red_kind != RED_MEANDER)
+                return fail("mixed red resolved to neither B_line nor Meander", red, ep, 0);
             const int style = (int)(ep % 5);
             for (int t = 0; t < WFRL_EP_LEN; ++t) {
+                wfrl_memory_update(&mem, obs);
+                wfrl_memory_features(&mem, feats);
+                wfrl_memory_mask(&mem, allowed);
+                for (int i = 0; i < WFRL_MEM_DIM; ++i)
+                    if (!(feats[i] >= 0.0f && feats[i] <= 1.0f)) return fail("memory range", red, ep, t);
+                if (!allowed[0] || allowed[WFRL_MONITOR]) return fail("mask of Sleep/Monitor", red, ep, t);
                 const int a = blue_action(&rng, style, t, obs);
+                wfrl_memory_acted(&mem, a);
                 const int r10 = wfrl_cage2_step(&env, a, obs, access);
                 ++steps;
                 if (r10 > 0 || r10 < -(100 + 58 + 10)) return fail("reward range", red, ep, t);

@@ -1,0 +1,35 @@
+"""Write a trained checkpoint as a pretrained policy shipped with the package: the actor-critic
+weights, the network description, the workflow and the settings that matter for evaluation, plus
+how it was made — no optimiser state, so the file stays small.
+
+    .venv/bin/python scripts/ship_pretrained.py RUN/best.pt critical_first --command "wfrl train ..."
+"""
+import argparse
+from pathlib import Path
+
+from wfrl.runlog import load_checkpoint, save_checkpoint
+
+KEEP = ("model", "hidden", "net", "workflow", "workflow_id", "episodes", "red_agent", "selection",
+        "version")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("name")
+    ap.add_argument("--command", required=True, help="the command that trained it")
+    ap.add_argument("--wall-time", default="", help="its wall time on the training machine")
+    a = ap.parse_args(argv)
+    ck = load_checkpoint(a.checkpoint)
+    cfg = ck.get("config", {})
+    out = {k: ck[k] for k in KEEP if k in ck}
+    out["config"] = {k: cfg[k] for k in ("alignment_lambda", "count_foothold", "red_agent",
+                                         "compliance_threshold", "seed") if k in cfg}
+    out["provenance"] = {"command": a.command, "wall_time": a.wall_time}
+    dst = Path(__file__).resolve().parents[1] / "wfrl" / "pretrained" / f"{a.name}.pt"
+    save_checkpoint(dst, out)
+    print(f"wrote {dst} ({dst.stat().st_size // 1024} KB)")
+
+
+if __name__ == "__main__":
+    main()

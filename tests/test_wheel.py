@@ -30,6 +30,7 @@ def test_wheel_is_a_platform_wheel_with_the_compiled_core(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("wfrl/_core.") and n.endswith(".so") for n in names), names
     assert "wfrl/cli.py" in names and not any(n.endswith(".pyx") for n in names)
+    assert "wfrl/pretrained/critical_first.pt" in names
 
 
 def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
@@ -42,3 +43,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
     assert "--workflow" in res.stdout
     res = run([py, "-c", "import wfrl._core as c, wfrl; print(c.__file__)"], cwd=tmp_path)
     assert str(venv) in res.stdout
+    # the shipped policy is usable right after install
+    res = run([py, "-m", "wfrl", "eval", "--cage2", "--checkpoint", "pretrained:critical_first",
+               "--episodes", "3", "--json"], cwd=tmp_path)
+    assert '"settings"' in res.stdout

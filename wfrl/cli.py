@@ -75,7 +75,8 @@ def _add_train(sub):
                    help="episodes before compliance may stop training "
                         f"(default: {s.min_episodes} / {t.min_episodes})")
     p.add_argument("--episodes-per-update", type=_int, default=None,
-                   help=f"default: {s.episodes_per_update} / {t.episodes_per_update}")
+                   help=f"default: {s.episodes_per_update} / 200 (recipe; original: "
+                        f"{t.episodes_per_update})")
     p.add_argument("--pretrain-episodes", type=_int, default=None,
                    help="search: warm-up episodes before the first visit, one random workflow per "
                         f"update (default: {s.pretrain_episodes}; 0 = none)")
@@ -107,8 +108,8 @@ def _add_train(sub):
                    help="count red's permanent User0 foothold as compromised (original rule)")
     p.add_argument("--eval-every", type=_int, default=None, metavar="N",
                    help="with --workflow: evaluate the greedy policy every N training episodes on "
-                        "reserved episodes and keep the best as best.pt (0: never; default: "
-                        f"{t.eval_every})")
+                        "reserved episodes and keep the best as best.pt (0: never; recipe: 5000, "
+                        "original: 0)")
     p.add_argument("--eval-episodes", type=_int, default=None,
                    help=f"with --workflow: episodes of each periodic evaluation (default: {t.eval_episodes})")
     p.add_argument("--seed", type=int, default=None)
@@ -133,15 +134,17 @@ def _add_train(sub):
     g.add_argument("--hidden", type=_int, default=None, help=f"default: {d.hidden}")
     g.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
                    help="add the defender's memory block (seen scans, compromises since my last "
-                        f"restore, my restores and decoys, time) to the policy input (default: {d.memory})")
+                        "restore, my restores and decoys, time) to the policy input (recipe: on, "
+                        "original: off)")
     g.add_argument("--mask", action=argparse.BooleanOptionalAction, default=None,
                    help="never choose actions that cannot do anything: Monitor, decoys a host "
-                        f"cannot carry or already has (default: {d.mask})")
+                        "cannot carry or already has (recipe: on, original: off)")
     g.add_argument("--lr-final", type=float, default=None,
-                   help=f"learning rate at the end of the run, as a fraction of --lr (linear; default: {d.lr_final})")
+                   help="with --workflow: learning rate at the end of the run, as a fraction of "
+                        "--lr (linear; recipe: 0.1, original: 1)")
     g.add_argument("--entropy-final", type=float, default=None,
-                   help="entropy weight at the end of the run, as a fraction of --entropy-coef "
-                        f"(linear; default: {d.entropy_final})")
+                   help="with --workflow: entropy weight at the end of the run, as a fraction of "
+                        "--entropy-coef (linear; recipe: 0.1, original: 1)")
 
 
 PPO_FLAGS = ("lr", "gamma", "gae_lambda", "clip", "epochs", "minibatches", "entropy_coef",

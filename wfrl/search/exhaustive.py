@@ -126,7 +126,8 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
     for _update in pretrain(collector, learner, cfg.ppo, cfg.seed, 0, 0, cfg.pretrain_episodes,
                             cfg.episodes_per_update):
         pass
-    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden, "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
+    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden,
+                "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
                            "workflow_id": 0, "base": True, "episodes": cfg.pretrain_episodes})
     return load_checkpoint(path)
 

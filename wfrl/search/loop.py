@@ -234,7 +234,8 @@ class WorkflowSearch:
 
     def _save_workflow(self, learner, wf: Workflow) -> None:
         save_checkpoint(checkpoint_path(self.run, wf.index), {
-            **learner.state(), "hidden": self.cfg.ppo.hidden, "net": self.cfg.ppo.net().to_dict(), "workflow": str(wf),
+            **learner.state(), "hidden": self.cfg.ppo.hidden,
+            "net": self.cfg.ppo.net().to_dict(), "workflow": str(wf),
             "workflow_id": wf.index, "episodes": self.meta["trained"].get(wf.index, 0),
             "config": self.cfg.to_dict()})
 
@@ -365,7 +366,8 @@ class WorkflowSearch:
             self._commit(learner)
         if total > 0:
             save_checkpoint(checkpoint_path(self.run, BASE), {
-                **learner.state(), "hidden": cfg.ppo.hidden, "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
+                **learner.state(), "hidden": cfg.ppo.hidden,
+                "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
                 "workflow_id": 0, "base": True, "episodes": p["episodes"],
                 "config": cfg.to_dict()})
         p["done"] = True

@@ -127,7 +127,7 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
                             cfg.episodes_per_update):
         pass
     save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden,
-                "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
+                           "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
                            "workflow_id": 0, "base": True, "episodes": cfg.pretrain_episodes})
     return load_checkpoint(path)
 

@@ -185,3 +185,23 @@ def test_mixed_red_on_cyborg_follows_the_seed():
             assert b.current_red == mixed_red_kind(int(s))
     finally:
         b.close()
+
+
+@pytest.mark.parametrize("name", ["sync", "async"])
+def test_parallel_collectors_carry_the_memory_network(name):
+    """Workers build the same memory-and-mask policy from the published weights: their rows
+    equal the sequential collector's."""
+    from wfrl.collect.sequential import make_collector
+    w = _weights(seed=6).flat_weights()
+    rows = {}
+    for cname in ("sequential", name):
+        c = make_collector(cname, "sim", "mixed", NET, 5, 30.0, False, 2, 24)
+        try:
+            stats = c.collect(w, 1, WF, 40, 24)
+            a = c.buffer.arrays
+            rows[cname] = ([s.env_return for s in stats], a["actions"].copy(), a["logprobs"].copy())
+        finally:
+            c.close()
+    assert rows["sequential"][0] == rows[name][0]
+    np.testing.assert_array_equal(rows["sequential"][1], rows[name][1])
+    np.testing.assert_array_equal(rows["sequential"][2], rows[name][2])

@@ -121,11 +121,15 @@ def test_closest_trained_workflow():
 
 
 # ------------------------------------------------------------------------------- the loop
+# The recipe's learner (what `wfrl train` uses by default), small and quick.
+PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True, lr_final=0.1, entropy_final=0.1)
+
+
 def _cfg(out, **kw):
     base = dict(total_episodes=1000, max_episodes=300, min_episodes=100, episodes_per_update=50,
                 pretrain_episodes=100,
                 compliance_threshold=0.3, patience=4, collector="sequential", seed=3,
-                out=str(out), ppo=PPOConfig(hidden=32, epochs=2))
+                out=str(out), ppo=PPO)
     base.update(kw)
     return SearchConfig(**base)
 
@@ -585,9 +589,9 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     assert len(gpl) == 1 and summary["evaluation_episodes"] == 70
     wf = Workflow.from_index(int(first["Workflow_ID"]))
     ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
-    learner = PPOLearner(PPOConfig(hidden=32, epochs=2), seed=0)
+    learner = PPOLearner(PPO, seed=0)
     learner.model.load_state_dict(ck["model"])
-    col = make_collector("sequential", "sim", "B_lineAgent", 32, 3, 30.0, False, 1, 70)
+    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 70)
     try:
         eps = col.collect(learner.flat_weights(), 1, wf, EVAL_EPISODE_BASE + 1_000_000, 70)
     finally:

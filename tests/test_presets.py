@@ -41,7 +41,7 @@ def test_recipe_is_the_default_and_flags_override_it(tmp_path, capsys):
     assert cfg["episodes_per_update"] == 20 and cfg["eval_every"] == 40
     assert cfg["ppo"]["memory"] == recipe["memory"] is True
     assert cfg["ppo"]["mask"] is False
-    assert cfg["ppo"]["lr_final"] == recipe["lr_final"] < 1.0
+    assert cfg["ppo"]["lr_final"] == recipe["lr_final"]
     assert [int(r["Update"]) for r in read_csv(tmp_path / "r" / "training_log.csv")] == [1, 2]
     assert len(read_csv(tmp_path / "r" / "eval_log.csv")) == 1
 

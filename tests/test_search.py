@@ -122,7 +122,7 @@ def test_closest_trained_workflow():
 
 # ------------------------------------------------------------------------------- the loop
 # The recipe's learner (what `wfrl train` uses by default), small and quick.
-PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True, lr_final=0.1, entropy_final=0.1)
+PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True)
 
 
 def _cfg(out, **kw):

@@ -120,8 +120,8 @@ def _add_train(sub):
     g.add_argument("--ppo-preset", default=None, metavar="recipe|original",
                    help="starting point for the learner settings, overridden by the flags given: "
                         "recipe (default: 200 episodes per update with --workflow, memory, mask, "
-                        "annealed lr and entropy, periodic evaluation) or original (the original "
-                        "system: 10 episodes per update, observation only, constant schedules)")
+                        "periodic evaluation) or original (the original system: 10 episodes per "
+                        "update, observation only)")
     g.add_argument("--lr", type=float, default=None, help=f"default: {d.lr}")
     g.add_argument("--gamma", type=float, default=None, help=f"default: {d.gamma}")
     g.add_argument("--gae-lambda", type=float, default=None, help=f"default: {d.gae_lambda}")
@@ -141,10 +141,10 @@ def _add_train(sub):
                         "cannot carry or already has (recipe: on, original: off)")
     g.add_argument("--lr-final", type=float, default=None,
                    help="with --workflow: learning rate at the end of the run, as a fraction of "
-                        "--lr (linear; recipe: 0.1, original: 1)")
+                        "--lr (linear; default 1: constant)")
     g.add_argument("--entropy-final", type=float, default=None,
                    help="with --workflow: entropy weight at the end of the run, as a fraction of "
-                        "--entropy-coef (linear; recipe: 0.1, original: 1)")
+                        "--entropy-coef (linear; default 1: constant)")
 
 
 PPO_FLAGS = ("lr", "gamma", "gae_lambda", "clip", "epochs", "minibatches", "entropy_coef",

@@ -28,6 +28,7 @@ import numpy as np
 from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS
 
 MEM_DIM = 5 * N_HOSTS + 1
+MASKED_LOGIT = -1.0e9     # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT: the logit a masked action gets
 N_DECOYS = 8
 DECOY_FIRST = 28          # DecoyApache(0); kind k on host h is action 28 + 13k + h
 MONITOR = 1

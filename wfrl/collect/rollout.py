@@ -12,9 +12,7 @@ import numpy as np
 
 from wfrl.collect.base import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-
-MASKED_LOGIT = -1.0e9  # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT (wfrl.ppo.learner imports torch)
-from wfrl.features import MemoryTracker
+from wfrl.features import MASKED_LOGIT, MemoryTracker
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow

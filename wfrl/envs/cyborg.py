@@ -128,7 +128,6 @@ class MixedCybORGBackend:
         from wfrl.envs.base import MIXED_REDS
         self._envs = {red: CybORGBackend(red, seed) for red in MIXED_REDS}
         self._current = self._envs[MIXED_REDS[0]]
-        self._seed = None
         self.seed(seed)
 
     def seed(self, seed: int | None) -> None:

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.policy import ActorCritic
-
-MASKED_LOGIT = -1.0e9  # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT
 
 
 @dataclass

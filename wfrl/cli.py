@@ -166,7 +166,8 @@ def _add_exhaustive(sub):
                         "workflow starts from (0: from scratch; default 10000); conditioned: "
                         "training episodes of the conditioned policy (default 40000)")
     p.add_argument("--episodes-per-workflow", type=_int, default=e.episodes_per_workflow)
-    p.add_argument("--episodes-per-update", type=_int, default=e.episodes_per_update)
+    p.add_argument("--episodes-per-update", type=_int, default=None,
+                   help="default: 200 with the recipe preset, 50 with original")
     p.add_argument("--eval-episodes", type=_int, default=e.eval_episodes)
     p.add_argument("--alignment-lambda", type=float, default=e.alignment_lambda)
     p.add_argument("--backend", default=e.backend, metavar="|".join(BACKENDS))
@@ -178,6 +179,10 @@ def _add_exhaustive(sub):
                         "table whose standard errors include training randomness")
     p.add_argument("--out", default=e.out, help="directory for exhaustive.csv (an unfinished "
                                                 "table there is continued)")
+    p.add_argument("--ppo-preset", default=None, metavar="recipe|original",
+                   help="learner settings: recipe (default: memory, mask, 200 episodes per "
+                        "update unless --episodes-per-update is given) or original (observation "
+                        "only, 50 episodes per update)")
 
 
 def _add_eval(sub):
@@ -306,11 +311,19 @@ def _cmd_train(a) -> int:
 
 
 def _cmd_exhaustive(a) -> int:
+    from wfrl.config import DEFAULT_PRESET, preset_settings
+    from wfrl.ppo.learner import PPOConfig
     from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive
+    preset = a.ppo_preset or DEFAULT_PRESET
+    run_preset, ppo_preset = preset_settings(preset)
+    per_update = a.episodes_per_update
+    if per_update is None:
+        per_update = run_preset["episodes_per_update"] if preset == "recipe" else \
+            ExhaustiveConfig.episodes_per_update
     exhaustive(ExhaustiveConfig(
         red_agent=a.red_agent, protocol=a.protocol, episodes_per_workflow=a.episodes_per_workflow,
-        pretrain_episodes=a.pretrain_episodes,
-        episodes_per_update=a.episodes_per_update, eval_episodes=a.eval_episodes,
+        pretrain_episodes=a.pretrain_episodes, ppo=PPOConfig(**ppo_preset),
+        episodes_per_update=per_update, eval_episodes=a.eval_episodes,
         alignment_lambda=a.alignment_lambda, backend=a.backend, collector=a.collector,
         n_workers=a.n_workers, seed=a.seed, repeats=a.repeats, out=a.out).validate())
     return 0

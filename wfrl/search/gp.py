@@ -71,23 +71,56 @@ def beta_schedule(t: int, n: int = N_WORKFLOWS, delta: float = BETA_DELTA,
     return scale * 2.0 * math.log(n * t * t * math.pi ** 2 / (6.0 * delta))
 
 
+# Lower bound of the fitted RBF length scale. At L = 1.5 (Mallows ℓ = 0.89) workflows one swap
+# apart still correlate 0.41; below it the GP may decide that neighbours say nothing about each
+# other, and then every unobserved workflow sits at the prior and an observed one that did well
+# keeps the highest UCB for ever (the re-visiting the first search showed).
+MIN_LENGTH_SCALE = 1.5
+# Lower bound of the signal variance (standardised units). With a handful of observations whose
+# spread is at the noise level, maximum likelihood says "no signal at all" (variance → 0), every
+# posterior sd collapses and UCB stops exploring; the bound keeps the prior belief that workflows
+# may differ by about half the standardisation scale.
+MIN_SIGNAL = 0.25
+
+
 class PermutationGP:
-    """GP regression of reward over workflows; `fit` then `predict` (all 120 by default)."""
+    """GP regression over workflows; `fit` then `predict` (all 120 by default).
+
+    prior_mean / scale: by default the targets are standardised by their own mean and standard
+    deviation (the prior mean is the data's mean). Given, they are fixed instead — the feasibility
+    model centres its prior on the threshold, so a workflow far from every observation is a coin
+    toss rather than "as (in)feasible as the average visit"."""
 
     def __init__(self, seed: int = 0, optimize: bool = True, length_scale: float = 2.0,
-                 noise: float = 0.1):
+                 noise: float = 0.1, prior_mean: float | None = None, scale: float | None = None,
+                 min_length_scale: float = MIN_LENGTH_SCALE, max_noise: float = 1.0,
+                 min_signal: float | None = None, linear: bool = True,
+                 max_length_scale: float = 20.0, ard: bool = False):
         self.seed, self.optimize = seed, optimize
         self.length_scale, self.noise = length_scale, noise
+        self.prior_mean, self.scale = prior_mean, scale
+        self.min_length_scale, self.max_noise = min_length_scale, max_noise
+        self.min_signal = MIN_SIGNAL if min_signal is None else min_signal
+        self.linear, self.max_length_scale, self.ard = linear, max_length_scale, ard
         self.gpr = None
         self.y_mean, self.y_std = 0.0, 1.0
         self.trend, self.z_ref = 0.0, 0.0
 
     def _kernel(self):
-        from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+        from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct,
+                                                      WhiteKernel)
         fixed = "fixed" if not self.optimize else None
-        return (ConstantKernel(1.0, fixed or (1e-2, 1e2))
-                * RBF(self.length_scale, fixed or (0.5, 20.0))
-                + WhiteKernel(self.noise, fixed or (1e-6, 1.0)))
+        ls = min(max(self.length_scale, self.min_length_scale), self.max_length_scale)
+        if self.ard:  # one length scale per pairwise-order coordinate
+            ls = np.full(len(PAIRS), ls)
+        k = (ConstantKernel(1.0, fixed or (self.min_signal, 1e2))
+             * RBF(ls, fixed or (self.min_length_scale, self.max_length_scale)))
+        if self.linear:
+            # Bayesian linear regression on the ±1 pairwise-order coordinates: effects of the
+            # form "a before b is worth δ" (and a type's position, a sum of such terms) are
+            # learned from a few observations, where the isotropic RBF term needs many.
+            k = k + ConstantKernel(0.05, fixed or (1e-3, 1.0)) * DotProduct(0.0, "fixed")
+        return k + WhiteKernel(self.noise, fixed or (1e-6, self.max_noise))
 
     def fit(self, indices, rewards, ses=None, covariate=None) -> "PermutationGP":
         """covariate: optional per-observation number (log lineage episodes) with a linear effect
@@ -106,10 +139,14 @@ class PermutationGP:
             self.trend, self.z_ref = float(coef[1]), float(z.max())
             y = y - self.trend * (z - z.max())  # rewards as if trained as long as the longest
         ses = np.zeros_like(y) if ses is None else np.asarray(ses, dtype=np.float64)
-        self.y_mean = float(y.mean())
+        self.y_mean = float(y.mean()) if self.prior_mean is None else float(self.prior_mean)
         std = float(y.std())
         # One observation (or identical ones) says nothing about the scale: use the noise.
-        self.y_std = std if std > 1e-9 else max(float(np.max(ses)), 1.0)
+        # The scale is never below the typical observation noise: rewards that differ by noise
+        # only must not look like a strong signal once standardised.
+        typical_se = float(np.median(ses)) if len(ses) else 0.0
+        self.y_std = (float(self.scale) if self.scale is not None else
+                      max(std, typical_se) if max(std, typical_se) > 1e-9 else 1.0)
         z = (y - self.y_mean) / self.y_std
         alpha = (ses / self.y_std) ** 2 + 1e-8
         self.gpr = GaussianProcessRegressor(
@@ -128,24 +165,43 @@ class PermutationGP:
             return y
         return y - self.trend * (np.asarray(covariate, dtype=np.float64) - self.z_ref)
 
-    def predict(self, indices=None) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and standard deviation (reward units) of the latent reward, i.e.
-        without the white-noise term."""
+    def predict(self, indices=None, observation: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and standard deviation (target units) of the latent value, i.e.
+        without the white-noise term; observation=True includes it (what one more visit would
+        measure, apart from its own standard error)."""
         X = ALL_EMBEDDED if indices is None else embed(indices)
         if self.gpr is None:  # prior
-            return np.zeros(len(X)), np.ones(len(X))
-        kernel = self.gpr.kernel_
-        noise = kernel.k2.noise_level
+            m = 0.0 if self.prior_mean is None else float(self.prior_mean)
+            s = 1.0 if self.scale is None else float(self.scale)
+            return np.full(len(X), m), np.full(len(X), s)
+        noise = self.gpr.kernel_.k2.noise_level
         mu, sd = self.gpr.predict(X, return_std=True)
-        var = np.maximum(sd ** 2 - noise, 1e-12)
-        return mu * self.y_std + self.y_mean, np.sqrt(var) * self.y_std
+        var = sd ** 2 if observation else np.maximum(sd ** 2 - noise, 1e-12)
+        return mu * self.y_std + self.y_mean, np.sqrt(np.maximum(var, 1e-12)) * self.y_std
+
+    def sample(self, n: int, rng: np.random.Generator, indices=None) -> np.ndarray:
+        """n draws [n, len(indices)] of the latent values from the joint posterior (target
+        units): the basis of "probability that this workflow is the best"."""
+        X = ALL_EMBEDDED if indices is None else embed(indices)
+        if self.gpr is None:
+            mu, sd = self.predict(indices)
+            return mu + sd * rng.standard_normal((n, len(X)))
+        mu, cov = self.gpr.predict(X, return_cov=True)
+        cov = cov - self.gpr.kernel_.k2.noise_level * np.eye(len(X))  # latent, not observed
+        cov = 0.5 * (cov + cov.T)
+        w, V = np.linalg.eigh(cov)
+        root = V * np.sqrt(np.clip(w, 0.0, None))
+        z = rng.standard_normal((n, len(X)))
+        return (mu + z @ root.T) * self.y_std + self.y_mean
 
     def hyperparameters(self) -> dict:
         if self.gpr is None:
             return {}
         k = self.gpr.kernel_
-        L = float(k.k1.k2.length_scale)
-        return {"signal_var": float(k.k1.k1.constant_value), "rbf_length_scale": L,
+        rbf = k.k1.k1 if self.linear else k.k1
+        L = float(np.min(rbf.k2.length_scale))
+        extra = {"linear_var": float(k.k1.k2.k1.constant_value)} if self.linear else {}
+        return {**extra, "signal_var": float(rbf.k1.constant_value), "rbf_length_scale": L,
                 "mallows_ell": 2.0 / L ** 2, "noise_level": float(k.k2.noise_level),
                 "trend_per_log_episode": self.trend,
                 "y_mean": self.y_mean, "y_std": self.y_std}

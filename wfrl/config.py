@@ -130,7 +130,7 @@ def _check_ppo(p: PPOConfig) -> None:
 
 
 AUTO_COLLECTOR = "auto"
-ACQUISITIONS = ("ucb", "random")
+ACQUISITIONS = ("constrained", "ucb", "random", "original")
 INHERIT = ("closest", "base", "scratch")
 
 
@@ -172,23 +172,27 @@ class SearchConfig:
     """λ: weight of the compliance alignment reward."""
     patience: int = 20
     """Updates without a new best compliance before a visit gives up."""
-    inherit: str = "closest"
-    """Where a workflow's first visit starts: closest (the closest trained workflow by Kendall
-    distance; the pretrained base if none), base (always the pretrained base) or scratch (a fresh
-    policy: every first visit measures the same thing as `wfrl exhaustive` without pretraining)."""
-    detrend: bool = True
+    inherit: str = "base"
+    """Where a visit starts: base (default: every visit, a repeated one too, trains from the
+    pretrained base, so each visit is an independent measurement of "base + training on this
+    workflow" and visits are comparable); closest (a first visit from the closest trained workflow
+    by Kendall distance, a repeated one from the workflow's own policy: later visits inherit
+    longer training, which is what made the first search re-train one workflow again and again);
+    scratch (a fresh policy)."""
+    detrend: bool = False
     """Regress the rewards on log(training episodes behind the policy) before the GP models them
-    (later visits inherit longer-trained policies; see README)."""
+    (only needed with --inherit closest, where later visits inherit longer-trained policies)."""
     beta: float | None = None
     """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
     gp_eval_episodes: int = 0
     """0 (the reference): the GP gets the mean env reward of the visit's final training update.
     N > 0: it gets the mean over N extra episodes of the final policy (sampling, as in training;
     evaluation episode numbers, not counted in --total-episodes), a less noisy measurement."""
-    acquisition: str = "ucb"
-    """How the next workflow is chosen: ucb (GP-UCB) or random (uniformly among the workflows not
-    yet visited: the control that shows what the GP adds; training, gating, GP and reporting
-    stay the same)."""
+    acquisition: str = "constrained"
+    """How the next workflow is chosen: constrained (GP-UCB of reward × probability of reaching θ,
+    from a second GP on every visit's compliance), ucb (reward-only GP-UCB, the first search),
+    random (uniformly among the workflows not yet visited: the control that shows what the models
+    add) or original (the original system's rule); training, gating and reporting stay the same."""
     max_evaluations: int = 0
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
     count_foothold: bool = False

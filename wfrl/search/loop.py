@@ -35,14 +35,15 @@ from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
                          save_checkpoint, write_json)
-from wfrl.search.gp import PermutationGP, argmax_ucb, beta_schedule, discordant_pairs, ucb_scores
+from wfrl.search.gp import PermutationGP, discordant_pairs
+from wfrl.search.optimizer import WorkflowOptimizer
 from wfrl.search.exhaustive import EVAL_EPISODE_BASE
 from wfrl.train import LOG_COLUMNS, evaluate_policy, log_row, ppo_step
 from wfrl.workflow import Workflow
 
 STATE_FILE = "search_state.pt"
 STATE_FORMAT = "wfrl/search-state"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the optimizer (reward + feasibility models) holds the observations
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
@@ -85,7 +86,7 @@ def _new_state() -> dict:
     return {"iteration": 0, "episodes_used": 0, "updates": 0, "observations": [], "visits": [],
             "trained": {}, "lineage": {}, "active": None,
             "pretrain": {"episodes": 0, "updates": 0, "done": False}, "rows": {"training_log": 0, "gp_sampling_log": 0},
-            "wall_time": 0.0, "finished": False}
+            "wall_time": 0.0, "finished": False, "optimizer": None}
 
 
 def _save_state(path: Path, meta: dict, learner_state) -> None:
@@ -105,11 +106,15 @@ def load_state(path: Path) -> tuple[dict, dict | None]:
         if not isinstance(blob, dict) or blob.get("format") != STATE_FORMAT:
             raise ValueError("not a wfrl search state")
         if blob.get("format_version") != STATE_VERSION:
-            raise ValueError(f"state format version {blob.get('format_version')}")
+            raise UserError(f"cannot resume: {path} was written by an older wfrl (search state "
+                            f"version {blob.get('format_version')}, this wfrl reads "
+                            f"{STATE_VERSION}); start a new search")
         meta = json.loads(blob["meta"])
         for key in _new_state():
             if key not in meta:
                 raise ValueError(f"missing {key!r}")
+    except UserError:
+        raise
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"cannot resume: {path} is damaged ({reason[:100]})") from None
@@ -172,7 +177,10 @@ class WorkflowSearch:
         (self.run / "checkpoints").mkdir(exist_ok=True)
         self.train_log = CsvLog(self.run / "training_log.csv", LOG_COLUMNS, fresh=False)
         self.gp_log = CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS, fresh=False)
-        self.gp = PermutationGP(seed=cfg.seed)
+        cfg = self.cfg
+        self.opt = (WorkflowOptimizer.from_state(self.meta["optimizer"]) if self.meta["optimizer"]
+                    else WorkflowOptimizer(cfg.acquisition, cfg.compliance_threshold, cfg.beta,
+                                           cfg.seed, cfg.detrend))
 
     # ---------------------------------------------------------------- state
     def _open_resume(self):
@@ -200,27 +208,19 @@ class WorkflowSearch:
         _save_state(self.run / STATE_FILE, m, learner.state() if learner is not None else None)
 
     # ---------------------------------------------------------------- pieces
-    def fit_gp(self) -> PermutationGP:
-        return fit_observations(self.gp, self.meta["observations"], self.cfg.detrend)
-
     def choose(self, iteration: int) -> dict:
-        mu, sd = self.fit_gp().predict()
-        beta = self.cfg.beta if self.cfg.beta is not None else beta_schedule(iteration)
-        scores = ucb_scores(mu, sd, beta)
-        rng = np.random.default_rng([self.cfg.seed, iteration])
-        if self.cfg.acquisition == "random":
-            visited = {v["workflow"] for v in self.meta["visits"]}
-            fresh = [i for i in range(len(scores)) if i not in visited]
-            w = int(rng.choice(fresh or range(len(scores))))
-        else:
-            w = argmax_ucb(scores, rng)
-        return {"workflow": w, "ucb": float(scores[w]), "mu": float(mu[w]), "sd": float(sd[w]),
-                "beta": beta}
+        """The optimizer's next workflow and the numbers behind the choice (its state, RNG
+        included, is committed with the visit, so a resumed run asks the same)."""
+        self.opt.ask()
+        self.meta["optimizer"] = self.opt.state_dict()
+        a = self.opt.last_ask
+        return {"workflow": a["workflow"], "ucb": a["score"], "mu": a["mu"], "sd": a["sd"],
+                "beta": a["beta"], "p_feasible": a["p_feasible"], "raw_ucb": a["ucb"]}
 
     def _learner_for(self, wf_index: int, iteration: int) -> tuple[PPOLearner, int | None]:
         learner = PPOLearner(self.cfg.ppo, seed=self.cfg.seed * 100_003 + iteration)
         trained = self.meta["trained"]
-        if wf_index in trained:
+        if wf_index in trained and self.cfg.inherit != "base":
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
         parent = closest_trained(wf_index, trained) if self.cfg.inherit == "closest" else None
@@ -271,9 +271,7 @@ class WorkflowSearch:
                     src = ("its own policy" if parent == pick["workflow"] else
                            "the pretrained base" if parent == BASE else
                            f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
-                    how = "random pick; " if cfg.acquisition == "random" else ""
-                    self.progress(f"[visit {m['iteration']}] {wf}  ({how}UCB {pick['ucb']:.2f} = "
-                                  f"{pick['mu']:.2f} + √{pick['beta']:.2f}·{pick['sd']:.2f}; "
+                    self.progress(f"[visit {m['iteration']}] {wf}  ({describe_pick(pick, cfg)}; "
                                   f"from {src})")
                     self._commit(learner)
                 a = m["active"]
@@ -381,13 +379,14 @@ class WorkflowSearch:
         self._save_workflow(learner, wf)
         last = a["last"]
         cfg = self.cfg
-        # The GP gets the final update's mean reward if compliance reached θ — and the visit
-        # trained its minimum and the update was not a stub cut short by the budget (a handful
-        # of episodes would enter as a near-exact observation).
-        gp_updated = (last["compliance"] >= cfg.compliance_threshold
-                      and a["episodes"] >= cfg.min_episodes
-                      and last.get("n", cfg.episodes_per_update)
-                      >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
+        # The optimizer is told every visit that trained its minimum and whose last update was
+        # not a stub cut short by the budget (a handful of episodes would enter as a near-exact
+        # observation): the feasibility model learns from its compliance, and the reward model
+        # from its reward if compliance reached θ.
+        complete = (a["episodes"] >= cfg.min_episodes
+                    and last.get("n", cfg.episodes_per_update)
+                    >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
+        gp_updated = complete and last["compliance"] >= cfg.compliance_threshold
         evaluation = None
         if gp_updated and cfg.gp_eval_episodes > 0:
             # episode numbers reserved for evaluation, distinct per visit, never used by training
@@ -400,6 +399,9 @@ class WorkflowSearch:
             m["observations"].append({"workflow": wf.index, "reward": last["reward"],
                                       "se": last["se"], "iteration": a["iteration"],
                                       "lineage": lineage})
+        if complete:
+            self.opt.tell(wf, last["reward"], last["se"], last["compliance"], lineage)
+            m["optimizer"] = self.opt.state_dict()
         visit = {"iteration": a["iteration"], "workflow": wf.index, "ucb": a["ucb"],
                  "episodes": a["episodes"], "reward": last["reward"], "se": last["se"],
                  "compliance": last["compliance"], "gp_updated": gp_updated, "stop": stop,
@@ -418,29 +420,37 @@ class WorkflowSearch:
             "Total_Episodes_Sampled": m["episodes_used"], "Lineage_Episodes": lineage})
         m["rows"]["gp_sampling_log"] += 1
         m["active"] = None
+        why = ("" if gp_updated else
+               f"  (below θ = {cfg.compliance_threshold}: the feasibility model learns from it, "
+               "the reward model does not)" if complete else
+               f"  (cut short by the budget after {a['episodes']} episodes: not given to the "
+               "models)")
         self.progress(f"  → {stop}: reward {last['reward']:.2f} ± {last['se']:.2f}, compliance "
-                      f"{last['compliance']:.3f} after {a['episodes']} episodes"
-                      + ("" if gp_updated else "  (below θ: not given to the GP)"))
+                      f"{last['compliance']:.3f} after {a['episodes']} episodes" + why)
 
-    def ranking(self, mu: np.ndarray, sd: np.ndarray) -> list[dict]:
-        """Evaluated workflows that reached θ, best first by the GP posterior mean `mu`."""
-        obs = self.meta["observations"]
-        if not obs:
-            return []
+    def ranking(self, report) -> list[dict]:
+        """Workflows the optimizer vouches for (a visit reached θ and it still predicts them
+        feasible), best first by posterior mean, with their probability of being the best."""
+        post = self.opt.posterior()
+        mu, sd, pf = post.mean, post.sd, post.p_feasible
+        obs = self.opt.feasible_observations()
         rows = {}
         for v in self.meta["visits"]:
             if v["gp_updated"]:
                 rows[v["workflow"]] = v  # the latest compliant visit
         out = []
-        for w, v in rows.items():
+        for w in report.candidates:
+            v = rows[w]
             rs = [o["reward"] for o in obs if o["workflow"] == w]
             out.append({"_mu": float(mu[w]), "workflow": str(Workflow.from_index(w)),
                         "workflow_id": w,
                         "posterior_mean": round(float(mu[w]), 3),
                         "posterior_sd": round(float(sd[w]), 3),
+                        "p_best": round(report.p_best.get(w, 0.0), 3),
+                        "p_feasible": round(float(pf[w]), 3),
                         "reward": v["reward"], "reward_se": v["se"],
                         "mean_observed_reward": round(float(np.mean(rs)), 3),
-                        "compliance": v["compliance"], "visits": len(rs),
+                        "compliance": v["compliance"], "visits": int(self.opt.visits()[w]),
                         "episodes_trained": self.meta["trained"].get(w, 0)})
         out.sort(key=lambda r: (-r["_mu"], r["workflow_id"]))
         for r in out:
@@ -449,9 +459,11 @@ class WorkflowSearch:
 
     def _finish(self) -> dict:
         m, cfg = self.meta, self.cfg
-        mu, sd = self.fit_gp().predict()
-        ranking = self.ranking(mu, sd)
+        report = self.opt.report()
+        ranking = self.ranking(report)
         best = ranking[0] if ranking else None
+        post = self.opt.posterior()
+        visits = self.opt.visits()
         summary = {
             "best_workflow": best["workflow"] if best else None,
             "best_workflow_id": best["workflow_id"] if best else None,
@@ -459,19 +471,24 @@ class WorkflowSearch:
             "best_reward_se": best["reward_se"] if best else None,
             "best_posterior_mean": best["posterior_mean"] if best else None,
             "best_compliance": best["compliance"] if best else None,
+            "best_p_best": best["p_best"] if best else None,
+            "distinguishable": report.sentence,
+            "indistinguishable_from_best": len(report.indistinguishable),
+            "predicted_feasible": int((post.p_feasible >= 0.5).sum()),
+            "feasibility_relations": [r.words() for r in report.relations],
+            "acquisition": cfg.acquisition,
+            "most_visits_of_one_workflow": int(visits.max()) if visits.any() else 0,
             "episodes_used": m["episodes_used"], "total_episodes": cfg.total_episodes,
             "evaluation_episodes": m.get("eval_episodes", 0),
             "visits": len(m["visits"]), "gp_observations": len(m["observations"]),
             "updates": m["updates"], "wall_time_s": m["wall_time"],
-            "gp_hyperparameters": self.gp.hyperparameters(), "top": ranking[:10],
+            "gp_hyperparameters": self.opt.models()[0].hyperparameters(),
+            "feasibility_hyperparameters": self.opt.models()[1].hyperparameters(),
+            "top": ranking[:10],
         }
         write_json(self.run / "summary.json", summary)
         from wfrl.search.plots import plot_run
-        obs = m["observations"]
-        z = [math.log1p(o.get("lineage", 0)) for o in obs] if cfg.detrend else None
-        shown = [{**o, "reward": float(r)} for o, r in
-                 zip(obs, self.gp.adjusted([o["reward"] for o in obs], z))]
-        plot_run(self.run, mu, sd, shown, adjusted=bool(cfg.detrend and self.gp.trend))
+        plot_run(self.run, self.opt, report)
         m["finished"] = True  # last: a kill before this commit leaves a resumable run
         self._commit(None)
         self.progress(format_table(summary, cfg.compliance_threshold))
@@ -479,18 +496,40 @@ class WorkflowSearch:
         return summary
 
 
+def describe_pick(pick: dict, cfg: SearchConfig) -> str:
+    """Why this workflow: the acquisition's numbers, in the order they combine."""
+    if cfg.acquisition == "random":
+        return "random pick among the unvisited"
+    if math.isnan(pick["mu"]):
+        return "initial design: the workflow farthest from all visited"
+    if cfg.acquisition == "original":
+        return f"original rule: UCB {pick['ucb']:.2f} from mean {pick['mu']:.2f}, sd {pick['sd']:.2f}"
+    text = (f"reward mean {pick['mu']:.2f} ± {pick['sd']:.2f}, UCB {pick['raw_ucb']:.2f} "
+            f"(β {pick['beta']:.2f})")
+    if cfg.acquisition == "constrained":
+        text += f", P(feasible) {pick['p_feasible']:.2f}, score {pick['ucb']:.3f}"
+    return text
+
+
 def format_table(summary: dict, theta: float) -> str:
     lines = [f"search done: {summary['visits']} visits, {summary['episodes_used']}/"
              f"{summary['total_episodes']} episodes, {summary['wall_time_s']:.1f} s"]
+    rel = summary.get("feasibility_relations") or []
+    if rel:
+        lines.append(f"what decides feasibility (compliance ≥ θ = {theta}):")
+        lines += [f"  {r}" for r in rel]
+    lines.append(f"predicted feasible: {summary.get('predicted_feasible', '?')} of 120 workflows")
     if not summary["top"]:
         lines.append(f"no workflow reached compliance θ = {theta}; nothing to rank")
         return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'workflow':50s} {'GP mean':>8} {'± sd':>6} {'last reward':>12} "
-                 f"{'compl.':>6} {'visits':>6} {'episodes':>8}")
+    lines.append(f"{'#':>2}  {'workflow':50s} {'GP mean':>8} {'± sd':>6} {'P(best)':>7} "
+                 f"{'last reward':>12} {'compl.':>6} {'visits':>6} {'episodes':>8}")
     for i, r in enumerate(summary["top"][:5], 1):
         lines.append(f"{i:2d}  {r['workflow']:50s} {r['posterior_mean']:8.2f} "
-                     f"{r['posterior_sd']:6.2f} {r['reward']:7.2f}±{r['reward_se']:<4.2f} "
+                     f"{r['posterior_sd']:6.2f} {r['p_best']:7.2f} "
+                     f"{r['reward']:7.2f}±{r['reward_se']:<4.2f} "
                      f"{r['compliance']:6.3f} {r['visits']:6d} {r['episodes_trained']:8d}")
+    lines.append(summary["distinguishable"])
     return "\n".join(lines)
 
 

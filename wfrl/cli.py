@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 import sys
 
 from wfrl.errors import UserError
@@ -89,19 +90,21 @@ def _add_train(sub):
                         f"(default: {s.patience})")
     p.add_argument("--beta", type=_beta, default=None,
                    help="search: constant UCB β (default: the GP-UCB schedule, see README)")
-    p.add_argument("--inherit", default=None, metavar="closest|base|scratch",
-                   help="search: a workflow's first visit starts from the closest trained "
-                        "workflow, from the pretrained base, or from scratch "
-                        f"(default: {s.inherit})")
+    p.add_argument("--inherit", default=None, metavar="base|closest|scratch",
+                   help="search: every visit starts from the pretrained base (default), or a "
+                        "first visit from the closest trained workflow and a repeated one from "
+                        "its own policy, or from scratch")
     p.add_argument("--gp-eval-episodes", type=_int, default=None, metavar="N",
                    help="search: give the GP the mean of N evaluation episodes of a visit's final "
                         "policy instead of its last update's mean (default 0: the last update)")
-    p.add_argument("--acquisition", default=None, metavar="ucb|random",
-                   help="search: choose the next workflow by GP-UCB, or uniformly among the "
-                        "unvisited ones (the control for judging the search; default: ucb)")
-    p.add_argument("--no-detrend", dest="detrend", action="store_false", default=None,
-                   help="search: give the GP the raw rewards, without regressing out how long "
-                        "each policy's ancestry trained")
+    p.add_argument("--acquisition", default=None, metavar="constrained|ucb|random|original",
+                   help="search: constrained (default: GP-UCB of reward x probability of "
+                        "reaching θ), ucb (reward only), random (uniformly among the unvisited: "
+                        "the control), original (the original system's rule)")
+    p.add_argument("--detrend", dest="detrend", action=argparse.BooleanOptionalAction,
+                   default=None,
+                   help="search: regress out how long each policy's ancestry trained before "
+                        "the GP models the rewards (default off; for --inherit closest)")
     p.add_argument("--max-evaluations", type=_int, default=None,
                    help="search: stop after this many workflow visits (default: budget only)")
     p.add_argument("--count-foothold", action="store_true", default=None,
@@ -244,6 +247,16 @@ def _add_bench(sub):
     c.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per collector: collector, episodes_per_s, "
                         "steps_per_s, efficiency (and n_workers, startup_s, worker_rss_mb)")
+    q = what.add_parser("search", help="search quality on planted ground truths: every "
+                                       "acquisition on synthetic problems with known answers")
+    q.add_argument("--planted", action="store_true",
+                   help="synthetic objectives over the 120 workflows (pairwise-order and "
+                        "position effects, feasibility by order constraints, noisy visits)")
+    q.add_argument("--instances", type=_int, default=5, help="random problem instances (default 5)")
+    q.add_argument("--seeds", type=_int, default=20, help="optimizer runs per instance and "
+                                                          "acquisition (default 20)")
+    q.add_argument("--out", default=None, help="also write every run's record to this JSON file")
+    q.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -397,7 +410,29 @@ def _cmd_parity(a) -> int:
     return 0
 
 
+def _cmd_bench_search(a) -> int:
+    from wfrl.search.planted import format_planted, run_planted
+    if not a.planted:
+        raise UserError("wfrl bench search needs --planted (the real-data quality benchmark is "
+                        "bench/test_bench_search.py)")
+    for name in ("instances", "seeds"):
+        if getattr(a, name) < 1:
+            raise UserError(f"--{name} must be positive (got {getattr(a, name)})")
+    res = run_planted(range(a.instances), range(a.seeds),
+                      progress=None if a.json else (lambda line: print(line, flush=True)))
+    if a.out:
+        from wfrl.runlog import write_json
+        write_json(Path(a.out), res)
+    if a.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "runs"}))
+    else:
+        print(format_planted(res))
+    return 0
+
+
 def _cmd_bench(a) -> int:
+    if a.what == "search":
+        return _cmd_bench_search(a)
     from wfrl.benchmarks import bench_collectors
     from wfrl.envs import make_backend
     from wfrl.envs.base import check_backend, check_red_agent

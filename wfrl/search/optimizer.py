@@ -133,8 +133,8 @@ class WorkflowOptimizer:
         if acquisition not in ACQUISITIONS:
             raise UserError(f"unknown acquisition {acquisition!r} (choose from "
                             f"{', '.join(ACQUISITIONS)})")
-        if not 0.0 < theta < 1.0:
-            raise UserError(f"θ must lie in (0, 1) (got {theta})")
+        if not 0.0 <= theta <= 1.0:
+            raise UserError(f"θ must lie in [0, 1] (got {theta})")
         self.acquisition, self.theta, self.beta = acquisition, float(theta), beta
         self.seed, self.detrend = int(seed), bool(detrend)
         self.n_init = int(n_init)

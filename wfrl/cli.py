@@ -27,7 +27,7 @@ def _int(text):
     return v
 
 
-SEARCH_ONLY = ("max_episodes", "patience", "beta", "max_evaluations", "pretrain_episodes",
+SEARCH_ONLY = ("max_episodes", "patience", "compliance_window", "beta", "max_evaluations", "pretrain_episodes",
                "inherit", "detrend", "acquisition", "gp_eval_episodes")
 TRAIN_ONLY = ("eval_every", "eval_episodes")
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
@@ -88,6 +88,9 @@ def _add_train(sub):
     p.add_argument("--patience", type=_int, default=None,
                    help="search: updates without a new best compliance before a visit gives up "
                         f"(default: {s.patience})")
+    p.add_argument("--compliance-window", type=_int, default=None, metavar="N",
+                   help="search: a visit's compliance is the mean of its last N updates "
+                        f"(default: {s.compliance_window})")
     p.add_argument("--beta", type=_beta, default=None,
                    help="search: constant UCB β (default: the GP-UCB schedule, see README)")
     p.add_argument("--inherit", default=None, metavar="base|closest|scratch",

@@ -167,7 +167,12 @@ class SearchConfig:
     episodes_per_update: int = 50
     """Episodes collected for each PPO update."""
     compliance_threshold: float = 0.95
-    """θ: a visit ends successfully once an update's mean compliance reaches it."""
+    """θ: a visit ends successfully once its compliance (the mean over its last
+    `compliance_window` updates) reaches it."""
+    compliance_window: int = 3
+    """Updates averaged into a visit's compliance. 1 = the last update alone (the first search):
+    then a workflow whose policy complies 93 % of the time is called feasible as soon as one
+    update of 50 episodes crosses 0.95 by chance."""
     alignment_lambda: float = 30.0
     """λ: weight of the compliance alignment reward."""
     patience: int = 20
@@ -214,7 +219,7 @@ class SearchConfig:
             check_collector(self.collector)
         check_red_agent(self.red_agent)
         for name in ("total_episodes", "max_episodes", "episodes_per_update", "n_workers",
-                     "patience"):
+                     "patience", "compliance_window"):
             _positive(name, getattr(self, name))
         for name in ("min_episodes", "max_evaluations", "pretrain_episodes", "gp_eval_episodes"):
             _non_negative(name, getattr(self, name))

@@ -265,6 +265,7 @@ class WorkflowSearch:
                     learner, parent = self._learner_for(pick["workflow"], m["iteration"])
                     m["active"] = {**pick, "iteration": m["iteration"], "episodes": 0,
                                    "updates": 0, "best_compliance": -1.0, "since_best": 0,
+                                   "recent": [],
                                    "inherited_from": parent, "last": None,
                                    "lineage_start": self._lineage(parent)}
                     wf = Workflow.from_index(pick["workflow"])
@@ -289,7 +290,11 @@ class WorkflowSearch:
                               tc, tu, learner.version, phase="visit")
                 self.train_log.append(row)
                 m["rows"]["training_log"] += 1
-                comp = row["Compliance"]
+                # A visit's compliance is the mean of its last `compliance_window` updates: one
+                # update crossing θ by noise does not make a workflow feasible.
+                a.setdefault("recent", []).append(row["Compliance"])
+                a["recent"] = a["recent"][-cfg.compliance_window:]
+                comp = round(float(np.mean(a["recent"])), 4)
                 a["last"] = {"reward": row["Env_Reward"], "se": row["Env_Reward_SE"],
                              "compliance": comp, "n": n}
                 if comp > a["best_compliance"]:

@@ -66,3 +66,27 @@ def test_search_quality(benchmark, tmp_path):
     assert by_k[15]["ucb_top5_or_2se"] >= 8
     assert by_k[10]["ucb_median_rank"] < by_k[10]["random_median_rank"]
     assert by_k[15]["ucb_median_rank"] < by_k[15]["random_median_rank"]
+
+
+def test_planted_search_quality(benchmark):
+    """Planted ground truths (wfrl.search.planted): 5 instances × 20 seeds per acquisition, K = 5,
+    10, 15, 20. The issue's targets: after 15 evaluations the feasibility-aware GP-UCB's reported
+    best is among the 5 best feasible (or within 2 noise SE of the best) in ≥ 90 % of runs, its
+    median rank beats random's and the original acquisition's at K = 10 and 15, and after the 5th
+    evaluation ≤ 20 % of its evaluations go to infeasible workflows.
+        .venv/bin/python -m pytest bench/test_bench_search.py -k planted -s   # ≈ 15 min
+    """
+    from wfrl.search.planted import format_planted, run_planted
+    out = {}
+    benchmark.group = "search"
+    benchmark.pedantic(lambda: out.update(run_planted(range(5), range(20))), rounds=1,
+                       iterations=1)
+    print("\n" + format_planted(out))
+    benchmark.extra_info["table"] = out["table"]
+    benchmark.extra_info["infeasible_share_after_5"] = out["infeasible_share_after_5"]
+    k = {r["K"]: r for r in out["table"]}
+    for K in (10, 15):
+        assert k[K]["constrained"]["median_rank"] < k[K]["random"]["median_rank"]
+        assert k[K]["constrained"]["median_rank"] < k[K]["original"]["median_rank"]
+    assert out["infeasible_share_after_5"]["constrained"] <= 0.20
+    assert k[15]["constrained"]["top5_or_2se"] >= 0.90

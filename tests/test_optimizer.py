@@ -1,0 +1,216 @@
+"""WorkflowOptimizer: ask/tell, resume, the feasibility model, the constrained and the original
+acquisition, the tie statement; planted ground truths."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from wfrl.errors import UserError
+from wfrl.search.gp import ALL_EMBEDDED, PAIRS, discordant_pairs
+from wfrl.search.optimizer import WorkflowOptimizer, original_scores
+from wfrl.search.planted import planted_instance, run_one
+from wfrl.workflow import UNIT_TYPES, Workflow
+
+U, E = UNIT_TYPES.index("user"), UNIT_TYPES.index("enterprise")
+
+
+def user_first(w: int) -> bool:
+    wf = Workflow.from_index(w)
+    return wf.rank[U] < wf.rank[E]
+
+
+def _drive(opt, n, reward, compliance, rng):
+    for _ in range(n):
+        w = opt.ask().index
+        opt.tell(w, reward(w) + rng.normal(0, 0.5), 0.5, compliance(w))
+
+
+def test_ask_tell_round_trip_and_resume_asks_the_same():
+    rng = np.random.default_rng(0)
+    opt = WorkflowOptimizer(seed=4)
+    _drive(opt, 6, lambda w: -20.0 + 0.1 * w, lambda w: 0.9 if user_first(w) else 0.98, rng)
+    state = json.loads(json.dumps(opt.state_dict()))  # JSON-serialisable
+    twin = WorkflowOptimizer.from_state(state)
+    assert twin.history == opt.history
+    a, b = opt.posterior(), twin.posterior()
+    np.testing.assert_allclose(a.mean, b.mean)
+    np.testing.assert_allclose(a.p_feasible, b.p_feasible)
+    assert [opt.ask().index for _ in range(1)] == [twin.ask().index for _ in range(1)]
+    # the random acquisition's RNG is restored too
+    r = WorkflowOptimizer("random", seed=1)
+    for _ in range(3):
+        r.tell(r.ask(), -10.0, 1.0, 0.99)
+    r2 = WorkflowOptimizer.from_state(r.state_dict())
+    assert [r.ask().index for _ in range(5)] == [r2.ask().index for _ in range(5)]
+
+
+@pytest.mark.parametrize("bad", [{"kind": "x"}, {**WorkflowOptimizer().state_dict(), "version": 9},
+                                 {**WorkflowOptimizer().state_dict(), "history": [{"w": 1}]}])
+def test_bad_state_is_one_clear_error(bad):
+    with pytest.raises(UserError, match="bad optimizer state"):
+        WorkflowOptimizer.from_state(bad)
+
+
+@pytest.mark.parametrize("kw", [dict(acquisition="nope"), dict(theta=1.5)])
+def test_bad_settings_are_refused(kw):
+    with pytest.raises(UserError):
+        WorkflowOptimizer(**kw)
+
+
+def test_tell_refuses_bad_numbers():
+    opt = WorkflowOptimizer()
+    for args in [(3, float("nan"), 1.0, 0.9), (3, -1.0, -1.0, 0.9), (3, -1.0, 1.0, 1.2),
+                 ("no,such", -1.0, 1.0, 0.9)]:
+        with pytest.raises(UserError):
+            opt.tell(*args)
+    assert opt.history == []
+
+
+def test_feasibility_posterior_learns_a_pairwise_rule():
+    """Visits below θ exactly where user comes before enterprise: P(feasible) separates the two
+    halves of the 120, unvisited workflows included, and the relation is named."""
+    opt = WorkflowOptimizer(seed=0)
+    visited = list(range(0, 120, 7))
+    for w in visited:
+        opt.tell(w, -15.0, 0.5, 0.90 if user_first(w) else 0.985)
+    p = opt.posterior().p_feasible
+    mask = np.array([user_first(w) for w in range(120)])
+    unvisited = np.array([w not in visited for w in range(120)])
+    assert p[~mask & unvisited].mean() > 0.8 > 0.2 > p[mask & unvisited].mean()
+    assert ((p >= 0.5) == ~mask).mean() >= 0.9
+    top = opt.relations()[0]
+    assert (top.first, top.second) == (U, E) and top.feasible == 0
+    assert top.words().startswith(f"user before enterprise: 0 of {top.visits} visited reached θ")
+
+
+def test_only_compliant_visits_feed_the_reward_model():
+    opt = WorkflowOptimizer(seed=0)
+    opt.tell(5, -10.0, 0.5, 0.99)
+    opt.tell(90, -99.0, 0.5, 0.50)  # below θ: its reward must not pull the mean down
+    assert [o["workflow"] for o in opt.feasible_observations()] == [5]
+    assert opt.recommend() == 5
+    assert opt.posterior().mean[5] == pytest.approx(-10.0, abs=0.5)
+
+
+def test_constrained_acquisition_prefers_the_feasible_of_equal_reward():
+    """Two workflows the reward model cannot tell apart; one sits among visits that reached θ, the
+    other among visits that did not: the constrained acquisition scores the first higher, the
+    reward-only one does not care."""
+    a, b = 0, 119  # opposite orders
+    near_a = [w for w in range(120) if 1 <= discordant_pairs(a, w) <= 2][:6]
+    near_b = [w for w in range(120) if 1 <= discordant_pairs(b, w) <= 2][:6]
+    scores = {}
+    for acq in ("constrained", "ucb"):
+        opt = WorkflowOptimizer(acq, seed=0, n_init=0)
+        for w in near_a:
+            opt.tell(w, -20.0, 1.0, 0.99)
+        for w in near_b:
+            opt.tell(w, None, 1.0, 0.80)
+        for w in (40, 70):  # compliant far from both, same reward: the incumbent bar
+            opt.tell(w, -20.0, 1.0, 0.99)
+        s, parts = opt.scores()
+        scores[acq] = s
+        if acq == "constrained":
+            assert parts["p_feasible"][a] > 0.9 > 0.1 > parts["p_feasible"][b]
+    assert scores["constrained"][a] > 5 * scores["constrained"][b]
+    # reward-only: b, far from every reward observation, is the more uncertain, so it wins
+    assert scores["ucb"][b] >= scores["ucb"][a]
+
+
+def test_original_acquisition_on_a_hand_computed_example():
+    # observed: workflow 0 twice (first reward −10, then −30), workflow 1 once (−20); 119 once
+    # below θ (no reward, but a visit)
+    hist = [{"workflow": 0, "reward": -10.0, "se": 1.0, "compliance": 0.99},
+            {"workflow": 1, "reward": -20.0, "se": 1.0, "compliance": 0.99},
+            {"workflow": 0, "reward": -30.0, "se": 1.0, "compliance": 0.99},
+            {"workflow": 119, "reward": -5.0, "se": 1.0, "compliance": 0.5}]
+    ucb, mean, sd = original_scores(hist, 0.95, 2.0)
+    # observed: first reward; sd 1/(1+visits); UCB = mean + β/(1+0.5·visits)·sd
+    assert mean[0] == -10.0 and sd[0] == pytest.approx(1 / 3)
+    assert ucb[0] == pytest.approx(-10.0 + 2.0 / 2.0 * (1 / 3))
+    assert mean[1] == -20.0 and ucb[1] == pytest.approx(-20.0 + 2.0 / 1.5 * 0.5)
+    # unobserved w: weights exp(−2·d/10) over the observed 0 and 1; sd = 10·min d/10 + 1
+    w = 119
+    d0, d1 = discordant_pairs(w, 0) / 10, discordant_pairs(w, 1) / 10
+    w0, w1 = math.exp(-2 * d0), math.exp(-2 * d1)
+    m = (w0 * -10.0 + w1 * -20.0) / (w0 + w1)
+    s = 10 * min(d0, d1) + 1
+    assert mean[w] == pytest.approx(m) and sd[w] == pytest.approx(s)
+    assert ucb[w] == pytest.approx(m + 2.0 / (1 + 0.5 * 1) * s)  # one (infeasible) visit
+    w = 60
+    d0, d1 = discordant_pairs(w, 0) / 10, discordant_pairs(w, 1) / 10
+    w0, w1 = math.exp(-2 * d0), math.exp(-2 * d1)
+    assert ucb[w] == pytest.approx((w0 * -10 + w1 * -20) / (w0 + w1) + 2.0 * (10 * min(d0, d1) + 1))
+    # before any observation every workflow ties (the first pick is random)
+    assert np.all(original_scores([], 0.95)[0] == 0.0)
+
+
+def _tie_report(effect: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    opt = WorkflowOptimizer(seed=seed)
+    for w in rng.choice(120, 40, replace=False):
+        # an effect: "op_server first" is worth `effect`
+        r = -20.0 + effect * (Workflow.from_index(int(w)).order[0] == UNIT_TYPES.index("op_server"))
+        opt.tell(int(w), r + rng.normal(0, 1.0), 1.0, 0.99)
+    return opt.report()
+
+
+def test_tie_statement_without_an_effect():
+    rep = _tie_report(0.0)
+    assert rep.sentence.startswith("No workflow is distinguishable from the best")
+    assert len(rep.indistinguishable) == rep.predicted_feasible - 1
+    assert max(rep.p_best.values()) < 0.5
+
+
+def test_tie_statement_with_an_effect():
+    rep = _tie_report(8.0)
+    assert not rep.sentence.startswith("No workflow")
+    assert Workflow.from_index(rep.best).order[0] == UNIT_TYPES.index("op_server")
+    # the 24 op_server-first workflows may tie with the best; of the other 96 (8 worse, in
+    # truth) the smooth GP may leave only a few, near op_server-first ones, undecided
+    others = [w for w in rep.indistinguishable
+              if Workflow.from_index(w).order[0] != UNIT_TYPES.index("op_server")]
+    assert len(others) <= 6 and len(rep.indistinguishable) <= 30
+    assert abs(sum(rep.p_best.values()) - 1.0) < 1e-9
+
+
+def test_planted_instances_are_sized_like_the_real_data():
+    for i in range(5):
+        inst = planted_instance(i)
+        assert 30 <= inst.feasible.sum() <= 90
+        assert 1.0 <= inst.noise_se <= 3.0
+        f = inst.reward[inst.feasible]
+        assert f.max() - np.median(f) == pytest.approx(inst.spread) and 3 <= inst.spread <= 10
+        for t, s in inst.forbidden:  # feasibility is exactly the order constraints
+            k = PAIRS.index((min(t, s), max(t, s)))
+            sign = 1.0 if t < s else -1.0
+            assert not inst.feasible[ALL_EMBEDDED[:, k] == sign].any()
+        assert inst.feasible_rank()[inst.best()] == 1
+
+
+def test_constrained_search_avoids_infeasible_workflows_on_a_planted_problem():
+    inst = planted_instance(0)
+    res = [run_one(inst, "constrained", s, 12, (12,)) for s in range(2)]
+    rnd = [run_one(inst, "random", s, 12, (12,)) for s in range(2)]
+    assert np.mean([r["infeasible_share_after_5"] for r in res]) < \
+        np.mean([r["infeasible_share_after_5"] for r in rnd])
+    assert all(r["max_visits_share"] <= 0.5 for r in res)
+
+
+def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    import torch
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "experiment_config.json").write_text(json.dumps(
+        {"mode": "search", "total_episodes": 100, "out": str(run)}))
+    torch.save({"format": "wfrl/search-state", "format_version": 1, "meta": "{}",
+                "learner": None}, run / "search_state.pt")
+    p = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(run)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "older wfrl" in lines[0] and "Traceback" not in p.stderr

@@ -115,7 +115,9 @@ class PermutationGP:
             ls = np.full(len(PAIRS), ls)
         k = (ConstantKernel(1.0, fixed or (self.min_signal, 1e2))
              * RBF(ls, fixed or (self.min_length_scale, self.max_length_scale)))
-        if self.linear:
+        if self.linear == "ard":
+            k = k + _ard_linear_class()(weights_bounds="fixed" if fixed else (1e-4, 10.0))
+        elif self.linear:
             # Bayesian linear regression on the ±1 pairwise-order coordinates: effects of the
             # form "a before b is worth δ" (and a type's position, a sum of such terms) are
             # learned from a few observations, where the isotropic RBF term needs many.
@@ -200,11 +202,50 @@ class PermutationGP:
         k = self.gpr.kernel_
         rbf = k.k1.k1 if self.linear else k.k1
         L = float(np.min(rbf.k2.length_scale))
-        extra = {"linear_var": float(k.k1.k2.k1.constant_value)} if self.linear else {}
+        extra = ({"relation_weights": [round(float(x), 4) for x in k.k1.k2.weights]}
+                 if self.linear == "ard" else
+                 {"linear_var": float(k.k1.k2.k1.constant_value)} if self.linear else {})
         return {**extra, "signal_var": float(rbf.k1.constant_value), "rbf_length_scale": L,
                 "mallows_ell": 2.0 / L ** 2, "noise_level": float(k.k2.noise_level),
                 "trend_per_log_episode": self.trend,
                 "y_mean": self.y_mean, "y_std": self.y_std}
+
+
+def _ard_linear_class():
+    """scikit-learn kernel k(x, y) = Σ_i w_i·x_i·y_i with one weight per pairwise-order
+    coordinate (automatic relevance determination). On ±1 coordinates any effect of one relation
+    is linear in it, so this is an additive model over relations whose fitted weights say which
+    relations matter; marginal likelihood drives irrelevant weights to their lower bound."""
+    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
+
+    class ARDLinear(Kernel):
+        def __init__(self, weights=None, weights_bounds=(1e-4, 10.0)):
+            self.weights = np.full(len(PAIRS), 0.05) if weights is None else weights
+            self.weights_bounds = weights_bounds
+
+        @property
+        def hyperparameter_weights(self):
+            return Hyperparameter("weights", "numeric", self.weights_bounds, len(PAIRS))
+
+        def __call__(self, X, Y=None, eval_gradient=False):
+            X = np.atleast_2d(X)
+            w = np.asarray(self.weights, dtype=np.float64)
+            Z = X if Y is None else np.atleast_2d(Y)
+            K = (X * w) @ Z.T
+            if not eval_gradient:
+                return K
+            if Y is not None:
+                raise ValueError("gradient only for Y = None")
+            # d K / d log w_i = w_i · x_i · x'_i
+            return K, X[:, None, :] * X[None, :, :] * w
+
+        def diag(self, X):
+            return (np.atleast_2d(X) ** 2) @ np.asarray(self.weights, dtype=np.float64)
+
+        def is_stationary(self):
+            return False
+
+    return ARDLinear
 
 
 def ucb_scores(mu: np.ndarray, sd: np.ndarray, beta: float) -> np.ndarray:

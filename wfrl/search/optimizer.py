@@ -66,6 +66,14 @@ PF_CAP = 0.7
 # after a run of infeasible visits, workflows far from all of them must stay a coin toss, or the
 # search has nothing to steer by. At L = 3, workflows 5 swaps apart correlate 0.33.
 FEAS_MAX_LENGTH_SCALE = 3.0
+# The feasibility GP's linear part has one weight per pairwise-order relation (automatic
+# relevance determination, wfrl.search.gp): a rule such as "user before enterprise is
+# infeasible" is one relation, and ARD lets the likelihood single it out where an isotropic
+# linear term spreads it over all ten. Planted benchmark, 20 runs, after 20 evaluations:
+# predicted feasible set right on 92.5 % of the 120 workflows (median 98.8 %) against 89.6 %
+# (median 90.4 %) isotropic; infeasible evaluations after the 5th 25 % against 30 %.
+FEAS_LINEAR = "ard"
+FEAS_MIN_SIGNAL = 0.25
 
 
 def logit(p: float) -> float:
@@ -183,7 +191,8 @@ class WorkflowOptimizer:
             reward.fit([o["workflow"] for o in obs], [o["reward"] for o in obs],
                        [o["se"] for o in obs], covariate=z)
             feas = PermutationGP(seed=self.seed, prior_mean=logit(self.theta), scale=1.0,
-                                 max_noise=1.0, max_length_scale=FEAS_MAX_LENGTH_SCALE)
+                                 max_noise=1.0, max_length_scale=FEAS_MAX_LENGTH_SCALE,
+                                 linear=FEAS_LINEAR, min_signal=FEAS_MIN_SIGNAL)
             feas.fit([h["workflow"] for h in self.history],
                      [logit(h["compliance"]) for h in self.history])
             self._models = (reward, feas)

@@ -113,7 +113,8 @@ def plot_posterior(path: Path, opt, report) -> Path:
     ax_f.set_ylabel("P(feasible) / compliance")
     ax_f.set_xlabel("workflows, grouped by the order relation that decides feasibility, "
                     "sorted by posterior mean within a group")
-    ax_r.set_title(report.sentence, fontsize=9)
+    import textwrap
+    ax_r.set_title("\n".join(textwrap.wrap(report.sentence, 120)), fontsize=9)
     ax_r.legend(fontsize=8, loc="lower left")
     ax_f.legend(fontsize=8, loc="center right")
     _save(fig, path)

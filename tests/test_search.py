@@ -559,7 +559,7 @@ def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
     res = quality.run_quality(tmp_path / "truth.csv", seeds=[0, 1], ks=(1, 3), cfg_overrides=small,
                               workdir=tmp_path / "q")
     truth = quality.ground_truth(tmp_path / "truth.csv")
-    for acq in ("ucb", "random"):
+    for acq in ("constrained", "random"):
         assert [e["seed"] for e in res["per_seed"][acq]] == [0, 1]
         assert {e["acquisition"] for e in res["per_seed"][acq]} == {acq}  # what really ran
         for e in res["per_seed"][acq]:
@@ -568,7 +568,7 @@ def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
     assert truth["rows"][7]["Rank"] == 1
     assert res["workflow_effect"]["runs"] == 3 and res["workflow_effect"]["p_value"] < 1e-6
     row3 = next(r for r in res["table"] if r["K"] == 3)
-    assert row3["ucb_median_rank"] == np.median(row3["ucb_ranks"])
+    assert row3["constrained_median_rank"] == np.median(row3["constrained_ranks"])
     assert 1 <= row3["oracle_random_median_rank"] <= 120
 
 

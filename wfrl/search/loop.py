@@ -47,7 +47,7 @@ STATE_VERSION = 2  # 2: the optimizer (reward + feasibility models) holds the ob
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
-              "Total_Episodes_Sampled", "Lineage_Episodes"]
+              "Total_Episodes_Sampled", "Lineage_Episodes", "P_Feasible"]
 
 
 BASE = -1  # "workflow" index of the pretrained base policy
@@ -422,7 +422,9 @@ class WorkflowSearch:
             "GP_Updated": gp_updated, "Stop_Reason": stop,
             "Inherited_From": "" if a["inherited_from"] is None else
             "base" if a["inherited_from"] == BASE else str(Workflow.from_index(a["inherited_from"])),
-            "Total_Episodes_Sampled": m["episodes_used"], "Lineage_Episodes": lineage})
+            "Total_Episodes_Sampled": m["episodes_used"], "Lineage_Episodes": lineage,
+            "P_Feasible": "" if a.get("p_feasible") is None or math.isnan(a["p_feasible"])
+            else round(a["p_feasible"], 4)})
         m["rows"]["gp_sampling_log"] += 1
         m["active"] = None
         why = ("" if gp_updated else
@@ -462,6 +464,18 @@ class WorkflowSearch:
             del r["_mu"]
         return out
 
+    def _most_visited(self, visits) -> str | None:
+        """When one workflow took more than a third of the visits: the acquisition's numbers at
+        each of its visits, so a reader can judge whether they justified it."""
+        if not visits.any() or visits.max() * 3 <= len(self.meta["visits"]):
+            return None
+        w = int(np.argmax(visits))
+        rows = [v for v in self.meta["visits"] if v["workflow"] == w]
+        scores = ", ".join(f"{v['ucb']:.3f}" for v in rows)
+        return (f"{Workflow.from_index(w).arrow()} took {len(rows)} of {len(self.meta['visits'])} "
+                f"visits; each time its acquisition score was the highest of the 120 "
+                f"(scores {scores}; per visit: gp_sampling_log.csv)")
+
     def _finish(self) -> dict:
         m, cfg = self.meta, self.cfg
         report = self.opt.report()
@@ -483,6 +497,7 @@ class WorkflowSearch:
             "feasibility_relations": [r.words() for r in report.relations],
             "acquisition": cfg.acquisition,
             "most_visits_of_one_workflow": int(visits.max()) if visits.any() else 0,
+            "most_visited": self._most_visited(visits),
             "episodes_used": m["episodes_used"], "total_episodes": cfg.total_episodes,
             "evaluation_episodes": m.get("eval_episodes", 0),
             "visits": len(m["visits"]), "gp_observations": len(m["observations"]),
@@ -535,6 +550,8 @@ def format_table(summary: dict, theta: float) -> str:
                      f"{r['reward']:7.2f}±{r['reward_se']:<4.2f} "
                      f"{r['compliance']:6.3f} {r['visits']:6d} {r['episodes_trained']:8d}")
     lines.append(summary["distinguishable"])
+    if summary.get("most_visited"):
+        lines.append(summary["most_visited"])
     return "\n".join(lines)
 
 

@@ -1,9 +1,9 @@
 /* A compiled CAGE Challenge 2 (CybORG Scenario2) as seen by a blue training loop.
  *
- * Behaviour follows shared/cage2/SPEC.md (section numbers below refer to it); the real CybORG is
+ * Behaviour follows CybORG's Scenario2 (csle-cyborg 0.0.3, bugs included); the real CybORG is
  * the reference, held statistically equal by tests/test_parity.py. Only what influences the blue
  * observation, the reward and red's future behaviour is modelled: red sessions are kept as counts
- * per host and kind, ports as bit masks, IPs as host indices (IPs are labels only, §8).
+ * per host and kind, ports as bit masks, IPs as host indices (IPs are labels only).
  *
  * One env is a plain struct with its own RNG; no allocation, no globals, no Python.
  * Entry points: wfrl_cage2_reset, wfrl_cage2_step, wfrl_cage2_step_batch. */
@@ -16,7 +16,7 @@
 #include "wfrl_rng.h"
 #include "wfrl_types.h"
 
-/* ---- hosts (§1.1, observation/action order) ---------------------------------------------- */
+/* ---- hosts (observation/action order) ------------------------------------------------------ */
 enum { H_DEF, H_ENT0, H_ENT1, H_ENT2, H_OPH0, H_OPH1, H_OPH2, H_OPS0, H_U0, H_U1, H_U2, H_U3, H_U4 };
 #define NH WFRL_N_HOSTS
 
@@ -33,7 +33,7 @@ static const uint8_t cage2_exploit_port[N_EXPLOITS] = {P21, P25, P3390, P443, P8
 /* Result of exploiting the *real* service of a host: none there, fails, user or root session. */
 enum { R_NONE = 0, R_FAIL, R_USER, R_PRIV };
 
-/* ---- decoys (§2.4) ----------------------------------------------------------------------- */
+/* ---- decoys ----------------------------------------------------------------------- */
 enum { D_APACHE, D_FEMITTER, D_HARAKA, D_SMSS, D_SSHD, D_SVCHOST, D_TOMCAT, D_VSFTPD, N_DECOYS };
 static const uint8_t cage2_decoy_port[N_DECOYS] = {P80, P21, P25, P139, P22, P3389, P443, P80};
 /* Port that must be free for placement (Vsftpd checks 21 but opens 80: bug B4). */
@@ -48,7 +48,7 @@ static const uint8_t cage2_decoy_exploit[N_DECOYS] = {X_HTTP, X_FTP, X_HARAKA, X
 typedef struct {
     uint8_t subnet;
     uint8_t linux_os;
-    uint8_t conf10;           /* confidentiality value in tenths (§6) */
+    uint8_t conf10;           /* confidentiality value in tenths */
     uint8_t n_conns;          /* listening connections (one scan event each) */
     uint16_t ports;           /* listening ports as bits */
     uint8_t real[N_EXPLOITS]; /* outcome of exploiting the real service (R_*) */
@@ -87,7 +87,7 @@ static const cage2_host cage2_hosts[NH] = {
      {R_NONE, R_PRIV, R_PRIV, R_USER, R_USER, R_NONE, R_NONE, R_USER}, H_ENT0},
 };
 
-/* Hosts of each subnet in listing order (what DiscoverRemoteSystems reveals, §4.1). */
+/* Hosts of each subnet in listing order (what DiscoverRemoteSystems reveals). */
 static const int8_t cage2_subnet_hosts[N_SUB][5] = {
     {H_U0, H_U1, H_U2, H_U3, H_U4},
     {H_ENT0, H_ENT1, H_ENT2, H_DEF, -1},
@@ -112,14 +112,14 @@ typedef struct {
     int8_t target;   /* subnet for DRS, host otherwise */
 } cage2_red_action;
 
-/* B_line: 15 stages, failure jumps J (§3.1). */
+/* B_line: 15 stages, failure jumps J. */
 static const uint8_t cage2_bline_jump[15] = {0, 1, 2, 2, 2, 2, 5, 5, 5, 5, 9, 9, 9, 12, 13};
 
 /* Blue observation classes. */
 enum { ACT_NONE, ACT_SCAN, ACT_EXPLOIT };
 enum { COMP_NO, COMP_UNKNOWN, COMP_USER, COMP_PRIV };
 
-/* Entries blue's monitor sees on one host during one step (§7.3). */
+/* Entries blue's monitor sees on one host during one step. */
 typedef struct {
     uint16_t n;          /* number of entries */
     uint16_t ports;      /* local ports (with a connection) as bits */
@@ -209,7 +209,7 @@ static inline int cage2_conns_now(const wfrl_cage2 *e, int h)
     return n;
 }
 
-/* User -> Operational traffic needs a red session on an Enterprise host (§1.1). */
+/* User -> Operational traffic needs a red session on an Enterprise host. */
 static inline int cage2_routable(const wfrl_cage2 *e, int h)
 {
     if (cage2_hosts[h].subnet != SUB_OP) return 1;
@@ -226,7 +226,7 @@ static inline void cage2_entry(wfrl_cage2 *e, int h, int count, int port_bit, in
     if (r4444) x->has4444 = 1;
 }
 
-/* ---- red actions (§4) ---------------------------------------------------------------------- */
+/* ---- red actions ---------------------------------------------------------------------- */
 static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
 {
     if (subnet == SUB_OP && !cage2_routable(e, H_OPS0)) return 0;
@@ -328,7 +328,7 @@ static inline int cage2_red_impact(wfrl_cage2 *e, int h)
     return 1;
 }
 
-/* ---- red decisions (§3) -------------------------------------------------------------------- */
+/* ---- red decisions -------------------------------------------------------------------- */
 static inline cage2_red_action cage2_bline_stage_action(const wfrl_cage2 *e, int a)
 {
     const int U = e->bl_user;
@@ -479,7 +479,7 @@ static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
     return r;
 }
 
-/* ---- blue actions (§2) --------------------------------------------------------------------- */
+/* ---- blue actions --------------------------------------------------------------------- */
 static inline int cage2_decoy_placeable(const wfrl_cage2 *e, int h, int k)
 {
     const int os = cage2_decoy_os[k];
@@ -543,7 +543,7 @@ static inline int cage2_classify(const cage2_entries *x)
 }
 
 /* One blue step. Returns the reward in tenths (exact), writes obs[52] and red_access[13] (either
- * may be NULL). Order inside a step (§7.5): blue, green (sleeps), red, reward, monitor, table. */
+ * may be NULL). Order inside a step: blue, green (sleeps), red, reward, monitor, table. */
 static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
 {
     memset(e->entries, 0, sizeof(e->entries));

@@ -1,4 +1,4 @@
-/* Compliance and alignment reward (DESIGN.md), per episode.
+/* Compliance and alignment reward, per episode (rules: wfrl/workflow.py).
  * Reference: wfrl/workflow.py (ComplianceTracker), held equal by tests/test_rollout.py. */
 #ifndef WFRL_COMPLIANCE_H
 #define WFRL_COMPLIANCE_H

@@ -39,7 +39,7 @@ def _host_type(host: str) -> int:
 # HOST_TYPE[h] = unit-type index of host h (order of HOSTS, which is the observation/action order).
 HOST_TYPE = np.array([_host_type(h) for h in HOSTS], dtype=np.int32)
 
-# Fix actions (SPEC.md §2): Remove(h) = 15 + h, Restore(h) = 132 + h.
+# Fix actions in CybORG's action order: Remove(h) = 15 + h, Restore(h) = 132 + h.
 REMOVE_BASE = 15
 RESTORE_BASE = 132
 
@@ -157,7 +157,7 @@ def kendall_distance(a: Workflow, b: Workflow) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Compliance reference (DESIGN.md): the semantics the rollout loop must reproduce.
+# Compliance reference: the semantics the rollout loop must reproduce.
 
 def compromised_hosts(red_access, count_foothold: bool = False) -> list[int]:
     """Hosts red has any session on. By default User0 is left out: red's permanent foothold there

@@ -1,7 +1,7 @@
 """The backend contract every CAGE2 environment of wfrl fulfils.
 
 A backend is the lean object collectors drive; `wfrl.envs.Cage2Env` wraps any backend in the
-gymnasium API. Contract (SPEC.md §1.1 host order, §2 action order):
+gymnasium API. Contract (hosts in wfrl.workflow.HOSTS order, actions in CybORG's order):
 
     reset() -> (obs, red_access)
         obs          float32[52] of 0/1, all zeros at the start of an episode

@@ -1,6 +1,6 @@
 """The compiled CAGE2 simulator (csrc/wfrl_cage2.h) behind the wfrl backend contract.
 
-Same observation, actions, reward, red agents and bugs as CybORG (SPEC.md; held statistically equal
+Same observation, actions, reward, red agents and bugs as CybORG (held statistically equal
 by tests/test_parity.py), at a few hundred nanoseconds per step. Randomness is the env's own
 xoshiro256** state: `seed` alone fixes an episode, and envs never share state.
 """

@@ -26,7 +26,7 @@ enum { SUB_USER, SUB_ENT, SUB_OP, N_SUB };
 enum { P21, P22, P25, P53, P68, P80, P135, P139, P443, P445, P3389, P3390, N_PORTBITS };
 #define PB(p) (1u << (p))
 
-/* ---- exploits (§1.2 catalogue), in decreasing weight: index order = preference order ------ */
+/* ---- exploits (CybORG's catalogue), in decreasing weight: index order = preference order ------ */
 enum { X_FTP, X_HARAKA, X_SQLI, X_HTTPS, X_HTTP, X_EB, X_BK, X_SSH, N_EXPLOITS };
 static const uint8_t cage2_exploit_port[N_EXPLOITS] = {P21, P25, P3390, P443, P80, P139, P3389, P22};
 

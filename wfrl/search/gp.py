@@ -95,13 +95,13 @@ class PermutationGP:
                  noise: float = 0.1, prior_mean: float | None = None, scale: float | None = None,
                  min_length_scale: float = MIN_LENGTH_SCALE, max_noise: float = 1.0,
                  min_signal: float | None = None, linear: bool = True,
-                 max_length_scale: float = 20.0, ard: bool = False):
+                 max_length_scale: float = 20.0):
         self.seed, self.optimize = seed, optimize
         self.length_scale, self.noise = length_scale, noise
         self.prior_mean, self.scale = prior_mean, scale
         self.min_length_scale, self.max_noise = min_length_scale, max_noise
         self.min_signal = MIN_SIGNAL if min_signal is None else min_signal
-        self.linear, self.max_length_scale, self.ard = linear, max_length_scale, ard
+        self.linear, self.max_length_scale = linear, max_length_scale
         self.gpr = None
         self.y_mean, self.y_std = 0.0, 1.0
         self.trend, self.z_ref = 0.0, 0.0
@@ -111,8 +111,6 @@ class PermutationGP:
                                                       WhiteKernel)
         fixed = "fixed" if not self.optimize else None
         ls = min(max(self.length_scale, self.min_length_scale), self.max_length_scale)
-        if self.ard:  # one length scale per pairwise-order coordinate
-            ls = np.full(len(PAIRS), ls)
         k = (ConstantKernel(1.0, fixed or (self.min_signal, 1e2))
              * RBF(ls, fixed or (self.min_length_scale, self.max_length_scale)))
         if self.linear == "ard":
@@ -201,7 +199,7 @@ class PermutationGP:
             return {}
         k = self.gpr.kernel_
         rbf = k.k1.k1 if self.linear else k.k1
-        L = float(np.min(rbf.k2.length_scale))
+        L = float(rbf.k2.length_scale)
         extra = ({"relation_weights": [round(float(x), 4) for x in k.k1.k2.weights]}
                  if self.linear == "ard" else
                  {"linear_var": float(k.k1.k2.k1.constant_value)} if self.linear else {})
@@ -253,6 +251,8 @@ def ucb_scores(mu: np.ndarray, sd: np.ndarray, beta: float) -> np.ndarray:
 
 
 def argmax_ucb(scores: np.ndarray, rng: np.random.Generator) -> int:
-    """Index of the highest score; exact ties are broken at random (seeded)."""
-    best = np.flatnonzero(scores >= scores.max() - 1e-12)
+    """Index of the highest score; exact ties (to a relative 1e-12) are broken at random
+    (seeded)."""
+    top = float(scores.max())
+    best = np.flatnonzero(scores >= top - 1e-12 * max(1.0, abs(top)))
     return int(best[0] if len(best) == 1 else rng.choice(best))

@@ -9,8 +9,9 @@ compliance reached θ, its mean env reward (with its standard error as the noise
 observation. Every episode of the search has a distinct global number, hence its own seeds.
 
 Durability. `search_state.pt` is the commit point, replaced atomically after every update. It holds
-the counters, the GP observations, the finished visits, the visit in progress with its learner
-(weights, optimiser, shuffle RNG) and how many rows each CSV log had at that moment. Log rows and
+the counters, the optimizer (its observations and RNG), the finished visits, the visit in
+progress with its learner (weights, optimiser, shuffle RNG) and how many rows each CSV log had at
+that moment. Log rows and
 per-workflow checkpoints are written *before* the commit, so after a kill (even SIGKILL)
 `--resume` truncates the logs to the committed row counts, restores the learner and redoes the
 interrupted update — which, with episodes seeded by their global number and the learner's RNG
@@ -83,7 +84,7 @@ def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_ep
 
 
 def _new_state() -> dict:
-    return {"iteration": 0, "episodes_used": 0, "updates": 0, "observations": [], "visits": [],
+    return {"iteration": 0, "episodes_used": 0, "updates": 0, "visits": [],
             "trained": {}, "lineage": {}, "active": None,
             "pretrain": {"episodes": 0, "updates": 0, "done": False}, "rows": {"training_log": 0, "gp_sampling_log": 0},
             "wall_time": 0.0, "finished": False, "optimizer": None}
@@ -292,7 +293,7 @@ class WorkflowSearch:
                 m["rows"]["training_log"] += 1
                 # A visit's compliance is the mean of its last `compliance_window` updates: one
                 # update crossing θ by noise does not make a workflow feasible.
-                a.setdefault("recent", []).append(row["Compliance"])
+                a["recent"].append(row["Compliance"])
                 a["recent"] = a["recent"][-cfg.compliance_window:]
                 comp = round(float(np.mean(a["recent"])), 4)
                 a["last"] = {"reward": row["Env_Reward"], "se": row["Env_Reward_SE"],
@@ -400,10 +401,6 @@ class WorkflowSearch:
                                          cfg.gp_eval_episodes, cfg.episodes_per_update)
             last = {**last, "reward": evaluation["reward"], "se": evaluation["se"]}
             m["eval_episodes"] = m.get("eval_episodes", 0) + cfg.gp_eval_episodes
-        if gp_updated:
-            m["observations"].append({"workflow": wf.index, "reward": last["reward"],
-                                      "se": last["se"], "iteration": a["iteration"],
-                                      "lineage": lineage})
         if complete:
             self.opt.tell(wf, last["reward"], last["se"], last["compliance"], lineage)
             m["optimizer"] = self.opt.state_dict()
@@ -441,6 +438,7 @@ class WorkflowSearch:
         post = self.opt.posterior()
         mu, sd, pf = post.mean, post.sd, post.p_feasible
         obs = self.opt.feasible_observations()
+        visits = self.opt.visits()
         rows = {}
         for v in self.meta["visits"]:
             if v["gp_updated"]:
@@ -457,7 +455,7 @@ class WorkflowSearch:
                         "p_feasible": round(float(pf[w]), 3),
                         "reward": v["reward"], "reward_se": v["se"],
                         "mean_observed_reward": round(float(np.mean(rs)), 3),
-                        "compliance": v["compliance"], "visits": int(self.opt.visits()[w]),
+                        "compliance": v["compliance"], "visits": int(visits[w]),
                         "episodes_trained": self.meta["trained"].get(w, 0)})
         out.sort(key=lambda r: (-r["_mu"], r["workflow_id"]))
         for r in out:
@@ -500,7 +498,7 @@ class WorkflowSearch:
             "most_visited": self._most_visited(visits),
             "episodes_used": m["episodes_used"], "total_episodes": cfg.total_episodes,
             "evaluation_episodes": m.get("eval_episodes", 0),
-            "visits": len(m["visits"]), "gp_observations": len(m["observations"]),
+            "visits": len(m["visits"]), "gp_observations": len(self.opt.feasible_observations()),
             "updates": m["updates"], "wall_time_s": m["wall_time"],
             "gp_hyperparameters": self.opt.models()[0].hyperparameters(),
             "feasibility_hyperparameters": self.opt.models()[1].hyperparameters(),

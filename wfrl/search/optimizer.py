@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wfrl.errors import UserError
-from wfrl.search.gp import (ALL_EMBEDDED, N_WORKFLOWS, PAIRS, PermutationGP, beta_schedule,
+from wfrl.search.gp import (ALL_EMBEDDED, N_WORKFLOWS, PAIRS, PermutationGP, argmax_ucb,
+                            beta_schedule, ucb_scores,
                             discordant_pairs)
 from wfrl.workflow import UNIT_TYPES, Workflow
 
@@ -155,6 +156,7 @@ class WorkflowOptimizer:
         self.rng = np.random.default_rng([self.seed, 0x5EA])
         self.last_ask: dict | None = None
         self._models = None
+        self._posterior = None
 
     # ------------------------------------------------------------------ data
     def tell(self, workflow, reward: float | None, reward_se: float, compliance: float,
@@ -173,7 +175,7 @@ class WorkflowOptimizer:
         self.history.append({"workflow": w, "reward": None if reward is None else float(reward),
                              "se": se, "compliance": c,
                              "lineage": None if lineage is None else int(lineage)})
-        self._models = None
+        self._models = self._posterior = None
 
     def feasible_observations(self) -> list[dict]:
         return [h for h in self.history
@@ -204,11 +206,14 @@ class WorkflowOptimizer:
         return self._models
 
     def posterior(self) -> Posterior:
-        reward, feas = self.models()
-        mu, sd = reward.predict()
-        fm, fs = feas.predict(observation=True)
-        p = _norm_cdf((fm - logit(self.theta)) / np.maximum(fs, 1e-9))
-        return Posterior(mu, sd, p)
+        """Computed once per history (asks, reports and plots share it); read-only."""
+        if self._posterior is None:
+            reward, feas = self.models()
+            mu, sd = reward.predict()
+            fm, fs = feas.predict(observation=True)
+            p = _norm_cdf((fm - logit(self.theta)) / np.maximum(fs, 1e-9))
+            self._posterior = Posterior(mu, sd, p)
+        return self._posterior
 
     def beta_t(self) -> float:
         return float(self.beta) if self.beta is not None else beta_schedule(len(self.history) + 1)
@@ -244,7 +249,7 @@ class WorkflowOptimizer:
             ses = [o["se"] for o in self.feasible_observations()]
             se = float(np.median(ses)) if ses else 0.0
             spread = post.sd ** 2 / np.sqrt(post.sd ** 2 + se ** 2) if se > 0 else post.sd
-        ucb = post.mean + root * spread
+        ucb = ucb_scores(post.mean, spread, beta)
         parts = {"mean": post.mean, "sd": post.sd, "p_feasible": post.p_feasible,
                  "ucb": ucb, "beta": beta}
         if self.acquisition == "constrained":
@@ -266,8 +271,7 @@ class WorkflowOptimizer:
                 self.acquisition == "original" and not self.history):
             w = int(self.rng.choice(np.flatnonzero(score >= score.max() - 1e-12)))
         else:
-            best = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(score.max())))
-            w = int(best[0] if len(best) == 1 else self.rng.choice(best))
+            w = argmax_ucb(score, self.rng)
         self.last_ask = {"workflow": w, "score": float(score[w]), "mu": float(parts["mean"][w]),
                          "sd": float(parts["sd"][w]), "ucb": float(parts["ucb"][w]),
                          "beta": float(parts["beta"]), "p_feasible":

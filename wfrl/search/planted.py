@@ -20,7 +20,6 @@ the same reporting rule, so the table compares acquisitions only.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,16 +172,3 @@ def format_planted(res: dict) -> str:
     lines.append("infeasible evaluations after the 5th: " + ", ".join(
         f"{a} {res['infeasible_share_after_5'][a]:.0%}" for a in acqs))
     return "\n".join(lines)
-
-
-def _sanity() -> None:  # pragma: no cover - a quick look: python -m wfrl.search.planted
-    for i in range(5):
-        inst = planted_instance(i)
-        print(inst.describe(), "best", inst.best(), round(float(inst.reward[inst.best()]), 2),
-              "median", round(float(np.median(inst.reward[inst.feasible])), 2),
-              "best-2se count", int(np.sum(inst.feasible & (inst.reward >= inst.reward[
-                  inst.best()] - 2 * inst.noise_se))))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _sanity()

@@ -30,7 +30,7 @@ extensions = [
         include_dirs=["csrc"],
         depends=["csrc/wfrl_gae.h", "csrc/wfrl_buffer.h", "csrc/wfrl_types.h", "csrc/wfrl_rng.h",
                  "csrc/wfrl_cage2.h", "csrc/wfrl_mlp.h", "csrc/wfrl_compliance.h",
-                 "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h"],
+                 "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h", "csrc/wfrl_seqlock.h"],
         extra_compile_args=compile_args,
         define_macros=macros,
     ),

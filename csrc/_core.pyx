@@ -34,6 +34,11 @@ cdef extern from "wfrl_buffer.h" nogil:
                               float *obs_out, int32_t *act_out, float *logp_out, float *val_out,
                               float *adv_out, float *ret_out, int32_t *row_out)
 
+cdef extern from "wfrl_seqlock.h" nogil:
+    void wfrl_weights_publish(int64_t *seq, float *dst, const float *src, int64_t n,
+                              int64_t version)
+    int64_t wfrl_weights_read(const int64_t *seq, const float *src, float *out, int64_t n)
+
 OBS_DIM = WFRL_OBS_DIM
 N_ACTIONS = WFRL_N_ACTIONS
 N_HOSTS = WFRL_N_HOSTS
@@ -603,3 +608,21 @@ cdef class SimSlots:
             comp[i] = st.compliance
             fixes[i] = st.fixes
             compliant[i] = st.compliant
+
+
+def weights_publish(int64_t[::1] seq, float[::1] dst, const float[::1] src, int64_t version):
+    """Publish src into the shared weights dst under the sequence lock seq (int64[2])."""
+    _need(seq.shape[0] == 2, "seq must have 2 entries")
+    _need(dst.shape[0] == src.shape[0], "dst and src differ in length")
+    with nogil:
+        wfrl_weights_publish(&seq[0], &dst[0], &src[0], dst.shape[0], version)
+
+
+def weights_read(const int64_t[::1] seq, const float[::1] src, float[::1] out):
+    """Copy a consistent version of the shared weights src into out; returns its version."""
+    cdef int64_t version
+    _need(seq.shape[0] == 2, "seq must have 2 entries")
+    _need(out.shape[0] == src.shape[0], "src and out differ in length")
+    with nogil:
+        version = wfrl_weights_read(&seq[0], &src[0], &out[0], src.shape[0])
+    return version

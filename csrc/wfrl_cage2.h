@@ -550,12 +550,12 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     int analysed = -1, cost10 = 0;
 
     /* 1. blue */
-    if (action >= 2 && action < 2 + NH) {
-        analysed = action - 2;
-    } else if (action >= 15 && action < 15 + NH) {
-        e->n_user_rm[action - 15] = 0;
-    } else if (action >= 28 && action < 132) {
-        const int k = (action - 28) / NH, h = (action - 28) % NH;
+    if (action >= WFRL_ACT_ANALYSE && action < WFRL_ACT_ANALYSE + NH) {
+        analysed = action - WFRL_ACT_ANALYSE;
+    } else if (action >= WFRL_ACT_REMOVE && action < WFRL_ACT_REMOVE + NH) {
+        e->n_user_rm[action - WFRL_ACT_REMOVE] = 0;
+    } else if (action >= WFRL_ACT_DECOY && action < WFRL_ACT_RESTORE) {
+        const int k = (action - WFRL_ACT_DECOY) / NH, h = (action - WFRL_ACT_DECOY) % NH;
         if (cage2_decoy_placeable(e, h, k)) {
             if (k == D_VSFTPD) {
                 if (e->n_vsftpd[h] < 255) ++e->n_vsftpd[h];
@@ -565,8 +565,8 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
             e->entries[h].n = 1;
             e->entries[h].first_decoy = 1;
         }
-    } else if (action >= 132 && action < 132 + NH) {
-        cage2_restore(e, action - 132);
+    } else if (action >= WFRL_ACT_RESTORE && action < WFRL_ACT_RESTORE + NH) {
+        cage2_restore(e, action - WFRL_ACT_RESTORE);
         cost10 = 10;
     }
 

@@ -23,8 +23,8 @@ typedef struct {
 
 static inline int wfrl_fix_target(int action)
 {
-    if (action >= 15 && action < 15 + WFRL_N_HOSTS) return action - 15;
-    if (action >= 132 && action < 132 + WFRL_N_HOSTS) return action - 132;
+    if (action >= WFRL_ACT_REMOVE && action < WFRL_ACT_REMOVE + WFRL_N_HOSTS) return action - WFRL_ACT_REMOVE;
+    if (action >= WFRL_ACT_RESTORE && action < WFRL_ACT_RESTORE + WFRL_N_HOSTS) return action - WFRL_ACT_RESTORE;
     return -1;
 }
 

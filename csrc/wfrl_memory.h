@@ -31,7 +31,7 @@
 
 #define WFRL_MEM_DIM (5 * WFRL_N_HOSTS + 1)
 #define WFRL_N_DECOYS 8
-#define WFRL_DECOY_FIRST 28 /* DecoyApache(0); kind k on host h is action 28 + 13k + h */
+#define WFRL_DECOY_FIRST WFRL_ACT_DECOY /* DecoyApache(0); kind k on host h: 28 + 13k + h */
 #define WFRL_MONITOR 1
 #define WFRL_DECOY_APACHE 0
 #define WFRL_DECOY_VSFTPD 7
@@ -91,8 +91,8 @@ static inline uint8_t wfrl_decoys_open(const wfrl_memory *m, int h)
 static inline void wfrl_memory_update(wfrl_memory *m, const float *obs)
 {
     const int a = m->prev_action;
-    if (a >= 132 && a < 132 + WFRL_N_HOSTS) {
-        const int h = a - 132;
+    if (a >= WFRL_ACT_RESTORE && a < WFRL_ACT_RESTORE + WFRL_N_HOSTS) {
+        const int h = a - WFRL_ACT_RESTORE;
         m->restored[h] = 1;
         m->decoys[h] = 0;
         m->comp_seen[h] = 0;

@@ -11,5 +11,10 @@
 #define WFRL_EP_LEN 100      /* blue steps per episode */
 #define WFRL_N_UNIT_TYPES 5
 #define WFRL_COND_DIM 25     /* workflow one-hot, 5 positions x 5 unit types */
+/* First action of each per-host block (action = first + host index). */
+#define WFRL_ACT_ANALYSE 2
+#define WFRL_ACT_REMOVE 15
+#define WFRL_ACT_DECOY 28     /* 8 decoy kinds x 13 hosts: 28 + 13 * kind + host */
+#define WFRL_ACT_RESTORE 132
 
 #endif

@@ -148,11 +148,31 @@ def weights_spec(n: int) -> dict:
 
 
 class WeightsBoard:
-    """Sequence-locked weights inside a SharedArrays/Attached mapping."""
+    """Sequence-locked weights inside a SharedArrays/Attached mapping. Publish and read run in C
+    (csrc/wfrl_seqlock.h) with release/acquire fences, so the lock also holds on CPUs that reorder
+    memory accesses (aarch64), not only on x86."""
 
     def __init__(self, arrays: dict):
         self.w = arrays["weights"]
         self.seq = arrays["weights_seq"]
+
+    def publish(self, flat: np.ndarray, version: int) -> None:
+        from wfrl._core import weights_publish
+        weights_publish(self.seq, self.w, np.ascontiguousarray(flat, np.float32), int(version))
+
+    def read_into(self, out: np.ndarray) -> int:
+        """Copy a consistent version into `out`; returns its version number."""
+        from wfrl._core import weights_read
+        return int(weights_read(self.seq, self.w, out))
+
+    @property
+    def version(self) -> int:
+        return int(self.seq[1])
+
+
+class ReferenceWeightsBoard(WeightsBoard):
+    """The plain-Python twin of the compiled sequence lock (same counter protocol, no fences):
+    the reference tests/test_shm_seqlock.py holds the compiled one equal to."""
 
     def publish(self, flat: np.ndarray, version: int) -> None:
         self.seq[0] += 1          # odd: a write is in progress
@@ -161,7 +181,6 @@ class WeightsBoard:
         self.seq[0] += 1          # even: consistent
 
     def read_into(self, out: np.ndarray) -> int:
-        """Copy a consistent version into `out`; returns its version number."""
         while True:
             s0 = int(self.seq[0])
             if s0 % 2:
@@ -170,10 +189,6 @@ class WeightsBoard:
             version = int(self.seq[1])
             if int(self.seq[0]) == s0:
                 return version
-
-    @property
-    def version(self) -> int:
-        return int(self.seq[1])
 
 
 def leaked_segments(pid: int | None = None) -> list[str]:

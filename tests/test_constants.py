@@ -1,0 +1,74 @@
+"""The Python constants and their C counterparts (csrc/*.h, exported by wfrl._core) are the same
+numbers: a change on one side only fails here, not silently in a rollout."""
+import pathlib
+import re
+
+import pytest
+
+import wfrl._core as core
+from wfrl import features, workflow
+from wfrl.envs import base
+from wfrl.ppo import netspec
+
+CSRC = pathlib.Path(__file__).resolve().parents[1] / "csrc"
+
+
+def _defines():
+    """Every `#define WFRL_NAME value` in csrc/*.h, evaluated (values may use earlier defines)."""
+    raw = {}
+    for h in sorted(CSRC.glob("*.h")):
+        for m in re.finditer(r"^#define (WFRL_[A-Z0-9_]+) (.+?)\s*(?:/\*.*)?$", h.read_text(), re.M):
+            raw[m.group(1)] = m.group(2)
+    out = {}
+
+    def value(name):
+        if name not in out:
+            expr = re.sub(r"WFRL_[A-Z0-9_]+", lambda m: repr(value(m.group(0))), raw[name])
+            out[name] = eval(expr.rstrip("f").replace("f)", ")"), {})  # noqa: S307 (our headers)
+        return out[name]
+
+    for name in raw:
+        value(name)
+    return out
+
+
+C = _defines()
+
+PAIRS = [
+    ("WFRL_OBS_DIM", base.OBS_DIM), ("WFRL_N_ACTIONS", base.N_ACTIONS),
+    ("WFRL_N_HOSTS", base.N_HOSTS), ("WFRL_N_HOSTS", workflow.N_HOSTS),
+    ("WFRL_EP_LEN", base.EP_LEN), ("WFRL_N_UNIT_TYPES", workflow.N_TYPES),
+    ("WFRL_COND_DIM", workflow.COND_DIM), ("WFRL_IN_DIM", netspec.IN_DIM),
+    ("WFRL_MEM_DIM", features.MEM_DIM), ("WFRL_N_DECOYS", features.N_DECOYS),
+    ("WFRL_N_DECOYS", len(features.DECOY_KINDS)),
+    ("WFRL_ACT_DECOY", features.DECOY_FIRST), ("WFRL_DECOY_FIRST", features.DECOY_FIRST),
+    ("WFRL_ACT_REMOVE", workflow.REMOVE_BASE), ("WFRL_ACT_RESTORE", workflow.RESTORE_BASE),
+    ("WFRL_ACT_RESTORE", features.RESTORE_FIRST), ("WFRL_MONITOR", features.MONITOR),
+    ("WFRL_DECOY_APACHE", features.DECOY_KINDS.index("Apache")),
+    ("WFRL_DECOY_VSFTPD", features.DECOY_KINDS.index("Vsftpd")),
+    ("WFRL_USER0", workflow.USER0), ("WFRL_MASKED_LOGIT", features.MASKED_LOGIT),
+]
+
+
+@pytest.mark.parametrize("name,python", PAIRS, ids=[f"{n}={v}" for n, v in PAIRS])
+def test_header_define_equals_python_constant(name, python):
+    assert C[name] == python, f"{name}: C {C[name]} vs Python {python}"
+
+
+def test_extension_exports_equal_python_constants():
+    assert (core.OBS_DIM, core.N_ACTIONS, core.N_HOSTS, core.EP_LEN, core.COND_DIM) == (
+        base.OBS_DIM, base.N_ACTIONS, base.N_HOSTS, base.EP_LEN, workflow.COND_DIM)
+    assert core.IN_DIM == netspec.IN_DIM and core.MEM_DIM == features.MEM_DIM
+    assert core.in_dim(True) == netspec.IN_DIM + features.MEM_DIM
+    # the compiled simulator's red kinds, in the order the Python side names them
+    assert list(core.RED_KINDS) == list(base.TRAIN_RED_AGENTS)
+    assert [core.RED_KINDS[r] for r in base.TRAIN_RED_AGENTS] == list(range(4))
+
+
+def test_action_layout_covers_the_145_actions():
+    # Sleep, Monitor, then 13 × Analyse, 13 × Remove, 8 × 13 decoys, 13 × Restore
+    assert C["WFRL_ACT_ANALYSE"] == 2
+    assert C["WFRL_ACT_REMOVE"] == C["WFRL_ACT_ANALYSE"] + base.N_HOSTS
+    assert C["WFRL_ACT_DECOY"] == C["WFRL_ACT_REMOVE"] + base.N_HOSTS
+    assert C["WFRL_ACT_RESTORE"] == C["WFRL_ACT_DECOY"] + features.N_DECOYS * base.N_HOSTS
+    assert C["WFRL_ACT_RESTORE"] + base.N_HOSTS == base.N_ACTIONS

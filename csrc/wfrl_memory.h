@@ -19,7 +19,7 @@
  * or that need the other OS, Vsftpd on User3/User4 (their real web server answers first), a kind
  * already placed since the host's last Restore, and the second of Apache/Vsftpd (both occupy
  * port 80).
- * Reference: wfrl/features.py (MemoryTracker, memory_features, action_masks), held equal by
+ * Reference: wfrl/features.py (MemoryTracker, memory_and_masks), held equal by
  * tests/test_features.py. */
 #ifndef WFRL_MEMORY_H
 #define WFRL_MEMORY_H

@@ -11,8 +11,8 @@
  * For speed the forward pass reads a *packed* copy (wfrl_mlp_pack): the same numbers with every
  * weight transposed to [in, out], so each input adds a contiguous column (vectorisable without
  * reordering a sum) and the zero inputs of the sparse 0/1 observation are skipped.
- * Reference: wfrl/ppo/policy.py (torch and NumpyPolicy), held equal to 1e-5 by
- * tests/test_rollout.py. */
+ * Reference: wfrl/ppo/policy.py (ActorCritic, in torch) and wfrl/ppo/netspec.py (NumpyPolicy),
+ * held equal to 1e-5 by tests/test_rollout.py. */
 #ifndef WFRL_MLP_H
 #define WFRL_MLP_H
 

@@ -3,28 +3,31 @@
 For each red agent × built-in blue policy: a TOST equivalence test of the mean 100-step return
 (α = 0.05, margin max(5, 3 % |CybORG mean|, 0.15 × CybORG sd)), and checks on distributions a mean
 can hide (step of the first Impact; per-host frequency of each red_access level; frequency of each
-observation bit). Seeds are fixed, so a run is reproducible (CybORG is deterministic given its
-random state, whatever PYTHONHASHSEED is); the CybORG episodes run on two worker processes.
+observation bit, overall and per tenth of the episode).
+
+The CybORG side is the recorded reference tests/data/cyborg_parity.npz (scripts/record_parity.py:
+6,200 CybORG episodes, deterministic given their seeds), so every run has the full sample's power
+without replaying it; `test_recorded_episodes_replay_exactly` replays a sample live on CybORG and
+requires each episode to match its record bit for bit, and the simulator side is played afresh.
 """
 import collections
 import math
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+import os
 
 import numpy as np
 import pytest
 
-from wfrl.parity import BLUE_POLICIES, concat_records, run_episodes, run_sim_episodes, tost
+from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_EPISODES, REFERENCE_REDS,
+                         REFERENCE_SEED, REFERENCE_VERSION, load_reference, pair_key, run_episodes,
+                         run_sim_episodes, summarise, tost)
 
-pytestmark = pytest.mark.cyborg
-
-REDS = ("B_lineAgent", "RedMeanderAgent")
-# CybORG episodes per pair (≥ 300); the high-variance policies get more for power.
-# (A pair whose margin is 0.15 sd needs ~800 for the test to have ~99 % power at equal means.)
-N_CYBORG = {"sleep": 300, "react-restore": 400, "random": 800, "react-remove": 800, "decoy": 800}
+REFERENCE = os.path.join(os.path.dirname(__file__), "data", "cyborg_parity.npz")
+REDS = REFERENCE_REDS
+N_CYBORG = REFERENCE_EPISODES
 N_SIM = 10000
-SEED_CYBORG, SEED_SIM = 20261126, 7
-CHUNK = 50
+SEED_SIM = 7
+# Episodes of each pair replayed live on CybORG per run (drawn afresh each run, printed on failure)
+N_REPLAY = 4
 
 
 def test_scalar_and_batched_blue_policies_agree():
@@ -40,25 +43,57 @@ def test_scalar_and_batched_blue_policies_agree():
             assert batch.tolist() == single, pol
 
 
-def _cyborg_chunk(red, policy, start, n):
+@pytest.fixture(scope="module")
+def reference():
+    return load_reference(REFERENCE)
+
+
+def test_reference_was_made_by_this_protocol(reference):
+    meta, summaries, full = reference
+    assert meta["version"] == REFERENCE_VERSION and meta["seed"] == REFERENCE_SEED
+    assert meta["episodes"] == REFERENCE_EPISODES and tuple(meta["reds"]) == REDS
+    assert set(summaries) == {pair_key(r, p) for r in REDS for p in BLUE_POLICIES}
+    for red in REDS:
+        for pol in BLUE_POLICIES:
+            s = summaries[pair_key(red, pol)]
+            assert s.n == N_CYBORG[pol]
+            assert (s.access_counts.sum(axis=2) == 100).all()       # every step at one level
+            assert len(set(s.digest.tolist())) > 1                   # episodes differ
+    assert set(full) == {pair_key(*FULL_TRAJECTORY_PAIR)}
+    rewards, obs = full[pair_key(*FULL_TRAJECTORY_PAIR)]
+    s = summaries[pair_key(*FULL_TRAJECTORY_PAIR)]
+    np.testing.assert_allclose(rewards.sum(axis=1) / 10, s.returns, atol=1e-9)
+    assert (obs.reshape(len(obs), 10, 10, 52).sum(axis=2) == s.obs_counts).all()
+
+
+@pytest.mark.cyborg
+def test_recorded_episodes_replay_exactly(reference):
+    """A fresh sample of recorded episodes, replayed on the installed CybORG, reproduces each
+    record exactly: digest of the whole trajectory, return, first Impact and every count."""
     from wfrl.envs import make_backend
-    return red, policy, run_episodes(make_backend("cyborg", red), policy, n, SEED_CYBORG, start)
+    meta, summaries, _ = reference
+    rng = np.random.default_rng()
+    for red in REDS:
+        backend = make_backend("cyborg", red)
+        for pol in BLUE_POLICIES:
+            rec = summaries[pair_key(red, pol)]
+            for i in sorted(rng.choice(rec.n, N_REPLAY, replace=False).tolist()):
+                live = summarise(run_episodes(backend, pol, 1, REFERENCE_SEED, i))
+                where = f"{red}/{pol} episode {i} (csle-cyborg {meta['csle_cyborg']} recorded)"
+                assert live.digest[0] == rec.digest[i], where
+                assert live.returns[0] == rec.returns[i], where
+                assert live.first_impact[0] == rec.first_impact[i], where
+                assert (live.access_counts[0] == rec.access_counts[i]).all(), where
+                assert (live.obs_counts[0] == rec.obs_counts[i]).all(), where
 
 
 @pytest.fixture(scope="module")
-def records():
-    tasks = [(red, pol, s, min(CHUNK, N_CYBORG[pol] - s))
-             for red in REDS for pol in BLUE_POLICIES for s in range(0, N_CYBORG[pol], CHUNK)]
-    parts = collections.defaultdict(list)
-    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_cyborg_chunk, *t) for t in tasks]
-        sim = {(red, pol): run_sim_episodes(red, pol, N_SIM, SEED_SIM)
-               for red in REDS for pol in BLUE_POLICIES}
-        for f in futures:
-            red, pol, rec = f.result()
-            parts[(red, pol)].append(rec)
-    cy = {k: concat_records(v) for k, v in parts.items()}
-    return cy, sim
+def records(reference):
+    _, cy, full = reference
+    cy = {(r, p): cy[pair_key(r, p)] for r in REDS for p in BLUE_POLICIES}
+    sim_full = {(r, p): run_sim_episodes(r, p, N_SIM, SEED_SIM) for r in REDS for p in BLUE_POLICIES}
+    sim = {k: summarise(v) for k, v in sim_full.items()}
+    return cy, sim, full[pair_key(*FULL_TRAJECTORY_PAIR)], sim_full[FULL_TRAJECTORY_PAIR]
 
 
 PAIRS = [(r, p) for r in REDS for p in BLUE_POLICIES]
@@ -116,18 +151,13 @@ def test_observation_bit_frequencies(records, red, policy):
                                    for (b,) in bad)
 
 
-def _binned(rec, bins=10):
-    """Per-episode frequency of each observation bit within each tenth of the episode:
-    [n, bins, 52]."""
-    return rec.obs.reshape(rec.n, bins, -1, 52).mean(axis=2)
-
-
 @pytest.mark.parametrize("red,policy", PAIRS)
 def test_observation_bits_over_time(records, red, policy):
     """The same frequencies resolved in time (ten 10-step windows): catches a simulator that is
     right on average but early or late."""
     cy, sim = records[0][(red, policy)], records[1][(red, policy)]
-    bad, fc, fs = _freq_mismatches(_binned(cy), _binned(sim), floor=0.03, z=5.0)
+    bad, fc, fs = _freq_mismatches(cy.obs_freq_windows, sim.obs_freq_windows, floor=0.03,
+                                  z=5.0)
     assert not len(bad), "; ".join(f"steps {10 * w}-{10 * w + 9} bit {b} (host {b // 4}): "
                                    f"cyborg {fc[w, b]:.3f} sim {fs[w, b]:.3f}" for w, b in bad[:10])
 
@@ -135,23 +165,26 @@ def test_observation_bits_over_time(records, red, policy):
 def test_bline_vs_sleep_trajectories_are_reproduced_step_by_step(records):
     """Under a sleeping blue, B_line's runs are few: every CybORG trajectory (the 100 rewards and
     the 100 observations) should appear verbatim among the simulator's."""
-    cy, sim = records[0][("B_lineAgent", "sleep")], records[1][("B_lineAgent", "sleep")]
+    (cy_rewards, cy_obs), sim = records[2], records[3]
+    n = len(cy_rewards)
 
-    def keys(r):
-        return [(np.round(r.rewards[i] * 10).astype(np.int32).tobytes(), r.obs[i].tobytes())
-                for i in range(r.n)]
+    def keys(tenths, obs):
+        return [(tenths[i].astype(np.int32).tobytes(), obs[i].tobytes()) for i in range(len(obs))]
 
-    kc, ks = keys(cy), set(keys(sim))
+    kc = keys(cy_rewards, cy_obs)
+    ks_list = keys(np.round(sim.rewards * 10), sim.obs)
+    ks = set(ks_list)
     rewards_only = {k[0] for k in ks}
     assert np.mean([k[0] in rewards_only for k in kc]) >= 0.97
     assert np.mean([k in ks for k in kc]) >= 0.95
     # The most common run (U = a user host whose exploit succeeds first time) matches in frequency.
     top, count = collections.Counter(kc).most_common(1)[0]
-    sim_count = collections.Counter(keys(sim))[top]
-    p_c, p_s = count / cy.n, sim_count / sim.n
-    assert abs(p_c - p_s) <= 4.5 * math.sqrt(p_c * (1 - p_c) / cy.n + p_s * (1 - p_s) / sim.n)
+    sim_count = collections.Counter(ks_list)[top]
+    p_c, p_s = count / n, sim_count / sim.n
+    assert abs(p_c - p_s) <= 4.5 * math.sqrt(p_c * (1 - p_c) / n + p_s * (1 - p_s) / sim.n)
 
 
+@pytest.mark.cyborg
 def test_restore_of_op_server_disarms_impact_on_both_backends():
     """Bug B1: after any Restore(Op_Server0) the OTService is never stopped again."""
     from wfrl.envs import make_backend

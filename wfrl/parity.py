@@ -77,6 +77,7 @@ class EpisodeRecords:
     obs_freq: np.ndarray         # float64 [n, 52]: fraction of steps each observation bit is 1
     rewards: np.ndarray          # float32 [n, 100]
     obs: np.ndarray              # uint8 [n, 100, 52]
+    access: np.ndarray           # uint8 [n, 100, 13]: red_access per step
 
     @property
     def n(self):
@@ -133,7 +134,8 @@ def _records(rewards, obs_all, access) -> EpisodeRecords:
     # Sum in float64 over the exact tenths, as CybORG's own float sums drift by ~1e-12.
     returns = np.round(rewards.astype(np.float64) * 10).sum(axis=1) / 10
     return EpisodeRecords(returns=returns, first_impact=first, access_freq=freq,
-                          obs_freq=obs_all.mean(axis=1), rewards=rewards, obs=obs_all)
+                          obs_freq=obs_all.mean(axis=1), rewards=rewards, obs=obs_all,
+                          access=access)
 
 
 def concat_records(parts) -> EpisodeRecords:
@@ -194,3 +196,130 @@ def parity(red_agent: str, policy: str, episodes: int, sim_episodes: int | None 
     out = tost(rs.returns, rc.returns)
     out.update({"red_agent": red_agent, "blue": policy})
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The recorded CybORG reference: the parity suite's CybORG episodes, kept as compact per-episode
+# statistics so every test run compares the simulator against the full sample without replaying
+# it (scripts/record_parity.py makes the file; a live replay of a sample checks it still holds).
+
+REFERENCE_REDS = ("B_lineAgent", "RedMeanderAgent")
+# CybORG episodes per blue policy (≥ 300); the high-variance policies get more for power (a pair
+# whose margin is 0.15 sd needs ~800 for the test to have ~99 % power at equal means).
+REFERENCE_EPISODES = {"sleep": 300, "react-restore": 400, "random": 800, "react-remove": 800,
+                      "decoy": 800}
+REFERENCE_SEED = 20261126
+# The full trajectories (rewards and observations) are kept for this pair only.
+FULL_TRAJECTORY_PAIR = ("B_lineAgent", "sleep")
+TIME_WINDOWS = 10  # the observation-bit counts are kept per tenth of the episode
+REFERENCE_VERSION = 1
+
+
+@dataclass
+class EpisodeSummary:
+    """What the parity tests compare, per episode, in integers where the data are counts."""
+
+    returns: np.ndarray          # float64 [n]
+    first_impact: np.ndarray     # int16 [n]
+    access_counts: np.ndarray    # uint8 [n, 13, 3]: steps at each red_access level
+    obs_counts: np.ndarray       # uint8 [n, TIME_WINDOWS, 52]: steps each bit is 1, per window
+    digest: np.ndarray           # uint64 [n]: hash of the episode's rewards, observations, access
+
+    @property
+    def n(self):
+        return len(self.returns)
+
+    @property
+    def access_freq(self):
+        return self.access_counts.astype(np.float64) / EP_LEN
+
+    @property
+    def obs_freq(self):
+        return self.obs_counts.sum(axis=1, dtype=np.float64) / EP_LEN
+
+    @property
+    def obs_freq_windows(self):
+        """[n, TIME_WINDOWS, 52] per-window frequency of each observation bit."""
+        return self.obs_counts.astype(np.float64) / (EP_LEN // TIME_WINDOWS)
+
+
+def _tenths(rewards: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(rewards, np.float64) * 10).astype(np.int16)
+
+
+def episode_digests(rewards, obs, access) -> np.ndarray:
+    """One 64-bit BLAKE2b digest per episode of its reward tenths, observations and red access."""
+    import hashlib
+    r, o, a = _tenths(rewards), np.asarray(obs, np.uint8), np.asarray(access, np.uint8)
+    out = np.zeros(len(r), np.uint64)
+    for i in range(len(r)):
+        h = hashlib.blake2b(digest_size=8)
+        for part in (r[i], o[i], a[i]):
+            h.update(np.ascontiguousarray(part).tobytes())
+        out[i] = int.from_bytes(h.digest(), "little")
+    return out
+
+
+def summarise(rec: EpisodeRecords) -> EpisodeSummary:
+    n = rec.n
+    counts = np.rint(rec.access_freq * EP_LEN).astype(np.uint8)
+    windows = rec.obs.reshape(n, TIME_WINDOWS, EP_LEN // TIME_WINDOWS, OBS_DIM).sum(
+        axis=2, dtype=np.int32).astype(np.uint8)
+    digest = episode_digests(rec.rewards, rec.obs, rec.access)
+    return EpisodeSummary(returns=rec.returns.astype(np.float64),
+                          first_impact=rec.first_impact.astype(np.int16),
+                          access_counts=counts, obs_counts=windows, digest=digest)
+
+
+def pair_key(red: str, policy: str) -> str:
+    return f"{red}/{policy}"
+
+
+def save_reference(path, summaries: dict, full: dict, meta: dict) -> None:
+    """Write the reference (a compressed .npz) atomically: a crash never leaves half a file."""
+    import json
+    import os
+    import tempfile
+    arrays = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
+    for key, s in summaries.items():
+        for f in EpisodeSummary.__dataclass_fields__:
+            arrays[f"{key}:{f}"] = getattr(s, f)
+    for key, (rewards, obs) in full.items():
+        arrays[f"{key}:rewards_tenths"] = _tenths(rewards)
+        arrays[f"{key}:obs_bits"] = np.packbits(np.asarray(obs, np.uint8), axis=-1)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:  # a file object: numpy would append ".npz" to a name
+            np.savez_compressed(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_reference(path):
+    """(meta, {pair key: EpisodeSummary}, {pair key: (reward tenths int16 [n,100], obs uint8
+    [n,100,52])}) from a file written by save_reference; a damaged file raises UserError."""
+    import json
+    import zipfile
+    try:
+        with np.load(path) as z:
+            data = {k: z[k] for k in z.files}
+        meta = json.loads(bytes(data.pop("meta")).decode())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+        raise UserError(f"cannot read the CybORG reference {path}: {exc}") from None
+    summaries, full = {}, {}
+    keys = {k.rsplit(":", 1)[0] for k in data}
+    for key in sorted(keys):
+        fields = {f: data.get(f"{key}:{f}") for f in EpisodeSummary.__dataclass_fields__}
+        if any(v is None for v in fields.values()):
+            raise UserError(f"the CybORG reference {path} lacks fields for {key}")
+        summaries[key] = EpisodeSummary(**fields)
+        if f"{key}:rewards_tenths" in data:
+            full[key] = (data[f"{key}:rewards_tenths"],
+                         np.unpackbits(data[f"{key}:obs_bits"], axis=-1, count=OBS_DIM))
+    return meta, summaries, full

@@ -1,0 +1,95 @@
+"""Record the parity suite's CybORG reference episodes into tests/data/cyborg_parity.npz.
+
+CybORG is deterministic given the seeds (episode i of a pair uses SeedSequence([REFERENCE_SEED, i])),
+so the episodes the parity suite compares the simulator against can be played once and kept:
+per episode the return, the step of the first Impact, the steps spent at each red-access level per
+host, the observation-bit counts per tenth of the episode and a 64-bit digest of the whole
+trajectory; for B_line against a sleeping blue also the full rewards and observations. Every test
+run then compares the simulator against all of them, and tests/test_parity.py replays a sample
+live and requires each replayed episode to match its record exactly.
+
+    .venv/bin/python scripts/record_parity.py                 # record (≈ 6,200 episodes, 2 processes)
+    .venv/bin/python scripts/record_parity.py --check 0.05    # replay 5 % and compare, write nothing
+
+Recorded on the project's 2-core VM with csle-cyborg 0.0.3 (≈ 16 min).
+"""
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import numpy as np
+
+from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_EPISODES, REFERENCE_REDS,
+                         REFERENCE_SEED, REFERENCE_VERSION, concat_records, load_reference,
+                         pair_key, run_episodes, save_reference, summarise)
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "cyborg_parity.npz")
+CHUNK = 50
+
+
+def _chunk(red, policy, start, n):
+    from wfrl.envs import make_backend
+    return red, policy, start, run_episodes(make_backend("cyborg", red), policy, n,
+                                            REFERENCE_SEED, start)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--check", type=float, default=None, metavar="FRACTION",
+                    help="replay this fraction of each pair's recorded episodes and compare")
+    a = ap.parse_args(argv)
+    if a.check is not None:
+        return _check(a)
+    tasks = [(red, pol, s, min(CHUNK, REFERENCE_EPISODES[pol] - s))
+             for red in REFERENCE_REDS for pol in BLUE_POLICIES
+             for s in range(0, REFERENCE_EPISODES[pol], CHUNK)]
+    parts = {}
+    t0 = time.time()
+    with ProcessPoolExecutor(a.workers, mp_context=get_context("spawn")) as pool:
+        for red, pol, start, rec in pool.map(_chunk, *zip(*tasks)):
+            parts[(red, pol, start)] = rec
+            print(f"{red}/{pol} {start}+{rec.n}  ({time.time() - t0:.0f} s)", flush=True)
+    summaries, full = {}, {}
+    for red in REFERENCE_REDS:
+        for pol in BLUE_POLICIES:
+            rec = concat_records([parts[(red, pol, s)]
+                                  for s in range(0, REFERENCE_EPISODES[pol], CHUNK)])
+            summaries[pair_key(red, pol)] = summarise(rec)
+            if (red, pol) == FULL_TRAJECTORY_PAIR:
+                full[pair_key(red, pol)] = (rec.rewards, rec.obs)
+    from importlib.metadata import version
+    meta = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED, "episodes": REFERENCE_EPISODES,
+            "reds": list(REFERENCE_REDS), "csle_cyborg": version("csle-cyborg"),
+            "command": "python scripts/record_parity.py", "seconds": round(time.time() - t0)}
+    save_reference(a.out, summaries, full, meta)
+    print(f"wrote {a.out} ({os.path.getsize(a.out) / 1e3:.0f} kB) in {time.time() - t0:.0f} s")
+    return 0
+
+
+def _check(a):
+    meta, summaries, _ = load_reference(a.out)
+    rng = np.random.default_rng()
+    tasks = []
+    for red in REFERENCE_REDS:
+        for pol in BLUE_POLICIES:
+            n = REFERENCE_EPISODES[pol]
+            for i in rng.choice(n, max(1, int(round(a.check * n))), replace=False):
+                tasks.append((red, pol, int(i), 1))
+    bad = 0
+    with ProcessPoolExecutor(a.workers, mp_context=get_context("spawn")) as pool:
+        for red, pol, i, rec in pool.map(_chunk, *zip(*tasks)):
+            ok = summarise(rec).digest[0] == summaries[pair_key(red, pol)].digest[i]
+            bad += not ok
+            if not ok:
+                print(f"MISMATCH {red}/{pol} episode {i}")
+    print(f"{len(tasks) - bad}/{len(tasks)} replayed episodes match the record")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from wfrl.cage2_eval import (CAGE2_EPISODE_BASE, CAGE2_LENGTHS, CAGE2_REDS, cage2_evaluate,
-                             format_table)
+from wfrl.cage2_eval import CAGE2_LENGTHS, CAGE2_REDS, cage2_evaluate, format_table
 from wfrl.cli import main
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.envs import make_backend
 from wfrl.evaluate import play
 from wfrl.ppo.learner import PPOConfig, PPOLearner
+from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.runlog import read_csv, save_checkpoint
 from wfrl.workflow import Workflow
 
@@ -44,7 +44,8 @@ def test_protocol_settings_lengths_and_seeds(tmp_path):
     net = PPOConfig(hidden=16, memory=True, mask=True).net()
     for k, r in enumerate(rows):
         backend = make_backend("sim", r["red_agent"])
-        eps = range(CAGE2_EPISODE_BASE + k * 1_000_000, CAGE2_EPISODE_BASE + k * 1_000_000 + 12)
+        first = episode_block(CAGE2_EPISODE_BASE, k)
+        eps = range(first, first + 12)
         stats = play(backend, learner.flat_weights(), net, wf, 30.0, False, eps, 5, True,
                      horizon=r["steps"])
         assert r["mean"] == pytest.approx(np.mean([s.env_return for s in stats]), abs=1e-3)

@@ -10,6 +10,7 @@ from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
 from wfrl.ppo.policy import ActorCritic, n_params
+from wfrl import rng
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow, all_workflows
 
@@ -119,3 +120,13 @@ def test_episodes_depend_only_on_seed_and_index():
     assert one[2].env_return == other[0].env_return and one[1].fixes == other[1].fixes
     assert run_episodes(be, pol, [5], 4)[0].env_return != one[0].env_return or \
         run_episodes(be, pol, [5], 4)[0].fixes != one[0].fixes
+
+
+def test_reserved_episode_ranges_keep_their_numbers():
+    """Evaluations draw their episodes (hence seeds) from fixed reserved ranges: the numbers are
+    pinned, since every recorded evaluation depends on them, and the ranges do not overlap."""
+    assert (rng.EVAL_EPISODE_BASE, rng.SELECT_EPISODE_BASE, rng.CAGE2_EPISODE_BASE) == \
+        (1_000_000_000, 2_000_000_000, 3_000_000_000)
+    assert rng.episode_block(rng.EVAL_EPISODE_BASE, 3) == 1_003_000_000
+    assert rng.episode_block(rng.CAGE2_EPISODE_BASE, 8) + rng.EPISODE_BLOCK < 4_000_000_000
+    assert (rng.learner_seed(3), rng.learner_seed(3, 2)) == (300_009, 300_011)

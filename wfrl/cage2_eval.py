@@ -3,7 +3,7 @@ RedMeanderAgent and SleepAgent (1000 episodes per setting by default), reported 
 leaderboard did — the mean (± sd) per setting and the total, the sum of the nine means — plus the
 workflow compliance per setting.
 
-Episodes are numbered from CAGE2_EPISODE_BASE (setting k: CAGE2_EPISODE_BASE + k·10⁶ + i) with
+Episodes are numbered from wfrl.rng.CAGE2_EPISODE_BASE (setting k: its k-th block of 10⁶) with
 the evaluation's own seed, a range no training run uses, so a checkpoint is never evaluated on the
 episodes it trained or was selected on. An L-step episode is played as L blue steps from reset;
 the policy sees the same time feature as in a 100-step episode (it does not know the horizon),
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from wfrl.errors import UserError
+from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 
 CAGE2_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 CAGE2_LENGTHS = (30, 50, 100)
-CAGE2_EPISODE_BASE = 3_000_000_000
 CHUNK = {"sim": 1000, "cyborg": 50}
 
 # CAGE Challenge 2 final leaderboard (validated scores, 1000 episodes per setting, CybORG 2.1):
@@ -120,7 +120,7 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
     tasks = []
     for k, (red, steps) in enumerate(settings):
         weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
-        base = CAGE2_EPISODE_BASE + k * 1_000_000
+        base = episode_block(CAGE2_EPISODE_BASE, k)
         for first in range(0, episodes, chunk):
             tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
                                    base + first, min(chunk, episodes - first), greedy)))

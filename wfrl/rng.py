@@ -64,3 +64,25 @@ def episode_seeds(seed: int, episodes) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(over="ignore"):
         base = _mix(np.array([seed & MASK], dtype=np.uint64))[0]
         return _mix(base ^ _mix(e * np.uint64(2))), _mix(base ^ _mix(e * np.uint64(2) + np.uint64(1)))
+
+
+# Reserved ranges of global episode numbers (their seeds come from episode_seeds). Training takes
+# 0, 1, 2, … (no run comes near 10⁹ episodes); every kind of evaluation has a range of its own,
+# so no evaluation episode shares its seeds with a training episode or with another evaluation.
+EVAL_EPISODE_BASE = 1_000_000_000     # a trained policy's evaluation (search visits, exhaustive)
+SELECT_EPISODE_BASE = 2_000_000_000   # the periodic greedy evaluation that keeps best.pt
+CAGE2_EPISODE_BASE = 3_000_000_000    # the CAGE2 protocol table (wfrl.cage2_eval)
+EPISODE_BLOCK = 1_000_000             # sub-ranges of a range: one per search visit / CAGE2 setting
+
+
+def episode_block(base: int, k: int) -> int:
+    """First episode number of sub-range k of the reserved range starting at `base`."""
+    return base + k * EPISODE_BLOCK
+
+
+LEARNER_SEED_STRIDE = 100_003  # learner seeds of a search: seed · stride (+ the visit number)
+
+
+def learner_seed(seed: int, visit: int = 0) -> int:
+    """torch seed of the learner that pretrains (visit 0) or starts visit `visit` of a search."""
+    return seed * LEARNER_SEED_STRIDE + visit

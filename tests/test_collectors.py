@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from _helpers import live_session_processes, perturbed_weights
 
-from wfrl.collect.sequential import make_collector
+from wfrl.collect.base import Collector, make_collector
 from wfrl.collect.shm import SharedArrays, WeightsBoard, leaked_segments
 from wfrl.workflow import Workflow
 
@@ -21,6 +21,7 @@ WF = Workflow.parse("critical_first")
 
 def _collect(name, backend, n, first=7, n_workers=2, kill=False):
     c = make_collector(name, backend, "RedMeanderAgent", 32, 5, 1.5, False, n_workers, n)
+    assert isinstance(c, Collector)
     try:
         killer = _Killer(c) if kill else None
         stats = c.collect(perturbed_weights(), 3, WF, first, n)

@@ -191,7 +191,7 @@ def test_mixed_red_on_cyborg_follows_the_seed():
 def test_parallel_collectors_carry_the_memory_network(name):
     """Workers build the same memory-and-mask policy from the published weights: their rows
     equal the sequential collector's."""
-    from wfrl.collect.sequential import make_collector
+    from wfrl.collect.base import make_collector
     w = _weights(seed=6).flat_weights()
     rows = {}
     for cname in ("sequential", name):

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfrl[ray]')")
 
 from wfrl.collect import ray_exec  # noqa: E402
+from wfrl.collect.base import make_collector  # noqa: E402
 from wfrl.collect.ray_exec import LocalRay, RayCollector  # noqa: E402
-from wfrl.collect.sequential import make_collector  # noqa: E402
 from wfrl.collect.shm import leaked_segments  # noqa: E402
 from wfrl.errors import BackendUnavailable  # noqa: E402
 from wfrl.workflow import Workflow  # noqa: E402

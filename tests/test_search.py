@@ -435,7 +435,7 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     """--protocol conditioned: one policy trained on random workflows (its base.pt), every
     workflow only evaluated — so an evaluation of base.pt conditioned on a workflow reproduces
     that workflow's row."""
-    from wfrl.collect.sequential import make_collector
+    from wfrl.collect.base import make_collector
     from wfrl.runlog import load_checkpoint
     from dataclasses import replace
 
@@ -576,7 +576,7 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     """--gp-eval-episodes N: the GP observation is the mean of N evaluation episodes of the
     visit's saved policy (reproducible from its checkpoint), not the last update's mean; training
     and the budget are unchanged."""
-    from wfrl.collect.sequential import make_collector
+    from wfrl.collect.base import make_collector
     from wfrl.ppo.learner import PPOLearner
     from wfrl.runlog import load_checkpoint
     from wfrl.search.exhaustive import EVAL_EPISODE_BASE

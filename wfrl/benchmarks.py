@@ -16,7 +16,7 @@ import random
 import time
 
 
-from wfrl.collect.sequential import make_collector
+from wfrl.collect.base import make_collector
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from wfrl import __version__
 from wfrl.collect.buffer import to_batch
-from wfrl.collect.sequential import make_collector
+from wfrl.collect.base import make_collector
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.ppo.learner import PPOLearner

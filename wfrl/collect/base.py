@@ -1,9 +1,14 @@
-"""What every collector shares: episode statistics, per-episode seeds, the collector names."""
+"""The collector interface the learner side programs against, the collector names, and
+make_collector, which builds the one a run asked for."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
+import numpy as np
+
+from wfrl.collect.stats import EpisodeStats
 from wfrl.errors import check_choice
+from wfrl.workflow import Workflow
 
 COLLECTORS = ("sequential", "sync", "async", "ray")
 
@@ -12,12 +17,42 @@ def check_collector(name: str) -> str:
     return check_choice("collector", name, COLLECTORS)
 
 
-@dataclass
-class EpisodeStats:
-    episode: int            # global episode index in the run
-    env_return: float       # sum of CAGE2 rewards over the 100 steps
-    alignment: float        # sum of alignment rewards (incl. the no-fix end penalty)
-    compliance: float       # compliant fixes / fixes, 0.5 with no fix
-    fixes: int
-    compliant_fixes: int
-    weights_version: int    # learner version of the weights that produced the episode
+@runtime_checkable
+class Collector(Protocol):
+    """Plays episodes with the learner's flat weights into its own trajectory buffer.
+
+    collect() fills rows 0..n_episodes-1 of `buffer` (a wfrl._core.TrajectoryBuffer) with global
+    episodes first_episode..first_episode+n_episodes-1, each seeded by its number (so every
+    collector produces the same episodes), and returns their statistics in that order. close()
+    ends the collector's processes and releases its shared memory."""
+
+    buffer: object
+
+    def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
+                n_episodes: int) -> list[EpisodeStats]: ...
+
+    def close(self) -> None: ...
+
+
+def make_collector(name: str, backend: str, red_agent: str, hidden, seed: int, lam: float,
+                   count_foothold: bool, n_workers: int, n_rows: int,
+                   ray_address: str | None = None) -> Collector:
+    """The collector called `name` (sequential | sync | async | ray) for the policy network
+    `hidden` (a NetSpec, or a hidden width for the observation-only network), with room for
+    n_rows episodes per collect(). ray_address: the Ray cluster the ray collector joins (default:
+    a private local instance)."""
+    args = (backend, red_agent, hidden, seed, lam, count_foothold)
+    if name == "sequential":
+        from wfrl.collect.sequential import SequentialCollector
+        return SequentialCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "sync":
+        from wfrl.collect.sync import SyncCollector
+        return SyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "async":
+        from wfrl.collect.async_exec import AsyncCollector
+        return AsyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
+    if name == "ray":
+        from wfrl.collect.ray_exec import RayCollector, import_ray
+        import_ray()  # BackendUnavailable with the install hint when Ray is missing
+        return RayCollector(*args, n_workers=n_workers, n_rows=n_rows, ray_address=ray_address)
+    raise ValueError(name)

@@ -68,8 +68,8 @@ from collections import deque
 
 import numpy as np
 
-from wfrl.collect.base import EpisodeStats
 from wfrl.collect.buffer import TRAJ_FIELDS, allocate_trajectory, compiled_buffer
+from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import BackendUnavailable, UserError
 from wfrl.workflow import Workflow

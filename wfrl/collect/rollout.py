@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.collect.base import EpisodeStats
+from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
 from wfrl.features import MASKED_LOGIT, MemoryTracker
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec

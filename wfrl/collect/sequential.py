@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.collect.base import EpisodeStats
 from wfrl.collect.rollout import make_policy, run_episodes
+from wfrl.collect.stats import EpisodeStats
 from wfrl.workflow import Workflow
 
 
 class SequentialCollector:
-    """Runs whole episodes one after another on a single backend in this process.
-
-    Every collector has this interface: collect(...) fills rows 0..n-1 of its own `buffer` with
-    global episodes first_episode..first_episode+n-1 and returns their statistics; close()."""
+    """Runs whole episodes one after another on a single backend in this process (a
+    wfrl.collect.base.Collector)."""
 
     def __init__(self, backend, red_agent, hidden: int, seed: int, lam: float,
                  count_foothold: bool = False, n_workers: int = 1, n_rows: int = 1):
@@ -35,23 +33,3 @@ class SequentialCollector:
     def close(self):
         self.backend.close()
 
-
-def make_collector(name: str, backend: str, red_agent: str, hidden: int, seed: int, lam: float,
-                   count_foothold: bool, n_workers: int, n_rows: int,
-                   ray_address: str | None = None):
-    """The collector called `name` (sequential | sync | async | ray). ray_address: the Ray cluster
-    the ray collector joins (default: a private local instance)."""
-    args = (backend, red_agent, hidden, seed, lam, count_foothold)
-    if name == "sequential":
-        return SequentialCollector(*args, n_workers=n_workers, n_rows=n_rows)
-    if name == "sync":
-        from wfrl.collect.sync import SyncCollector
-        return SyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
-    if name == "async":
-        from wfrl.collect.async_exec import AsyncCollector
-        return AsyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
-    if name == "ray":
-        from wfrl.collect.ray_exec import RayCollector, import_ray
-        import_ray()  # BackendUnavailable with the install hint when Ray is missing
-        return RayCollector(*args, n_workers=n_workers, n_rows=n_rows, ray_address=ray_address)
-    raise ValueError(name)

@@ -17,9 +17,9 @@ import time
 import numpy as np
 
 from wfrl.collect import worker
-from wfrl.collect.async_exec import MAX_POOL_REBUILDS, SharedCollectorBase
-from wfrl.collect.base import EpisodeStats
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
+from wfrl.collect.shm_base import MAX_POOL_REBUILDS, SharedCollectorBase
+from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
 

@@ -32,9 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from wfrl import __version__
-from wfrl.collect.base import check_collector
+from wfrl.collect.base import check_collector, make_collector
 from wfrl.config import _non_negative, _positive
-from wfrl.collect.sequential import make_collector
 from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
 from wfrl.errors import UserError, check_choice

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from wfrl import __version__
-from wfrl.collect.sequential import make_collector
+from wfrl.collect.base import make_collector
 from wfrl.config import SearchConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError

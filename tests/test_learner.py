@@ -2,7 +2,8 @@
 batch path the collectors use (no CybORG)."""
 import numpy as np
 
-from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, to_batch
+from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
+from wfrl.ppo.batch import to_batch
 from wfrl.ppo.learner import PPOConfig, PPOLearner
 from wfrl.ppo.policy import IN_DIM, NumpyPolicy
 from wfrl.workflow import Workflow

@@ -8,10 +8,10 @@ import time
 import numpy as np
 
 from wfrl import __version__
-from wfrl.collect.buffer import to_batch
 from wfrl.collect.base import make_collector
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
+from wfrl.ppo.batch import to_batch
 from wfrl.ppo.learner import PPOLearner
 from wfrl.runlog import CsvLog, RunDir, save_checkpoint, write_json
 

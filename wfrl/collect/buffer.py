@@ -1,5 +1,6 @@
 """Trajectory arrays: allocation (Python owns every buffer), the compiled buffer, its numpy
-reference, and the step from a filled buffer to the learner's flat batch.
+reference, and the flat arrays a buffer's rows are flattened into (wfrl.ppo.batch turns those into
+the learner's batch).
 
 Array names are the same in every layer: obs, actions, logprobs, values, rewards, dones,
 red_access, lengths. Row r is written by one env; lengths[r] counts its valid steps.
@@ -79,42 +80,3 @@ def allocate_flat(n: int) -> dict:
             "logprobs": np.empty(n, np.float32), "values": np.empty(n, np.float32),
             "advantages": np.empty(n, np.float32), "returns": np.empty(n, np.float32),
             "rows": np.empty(n, np.int32)}
-
-
-def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None):
-    """GAE (compiled) over the buffer's rows, flattened into a learner Batch.
-
-    Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
-    row_cond: float32 [n_rows, 25], the workflow one-hot each row was collected under.
-    net: the policy's NetSpec (or a hidden width); with `memory` the memory block of every step is
-    rebuilt from the row's observations and actions (wfrl.features, the twin of what the rollout
-    loop computed), with `mask` the allowed actions likewise.
-    """
-    from wfrl.features import memory_and_masks
-    from wfrl.ppo.gae import gae
-    from wfrl.ppo.learner import Batch
-    from wfrl.ppo.netspec import as_netspec
-
-    net = as_netspec(net if net is not None else 64)
-    a = buffer.arrays
-    last_values = np.zeros(buffer.n_rows, dtype=np.float32)
-    adv, ret = gae(a["rewards"], a["values"], a["dones"], a["lengths"], last_values, gamma, lam)
-    flat = allocate_flat(buffer.count())
-    n = buffer.flatten(adv, ret, flat)
-    parts = [flat["obs"][:n]]
-    masks = None
-    if net.memory or net.mask:
-        used = int(a["lengths"].astype(bool).nonzero()[0].max()) + 1 if n else 0
-        T = buffer.T
-        valid = np.arange(T)[None, :] < a["lengths"][:used, None]
-        feats, allowed = memory_and_masks(a["obs"][:used], a["actions"][:used], net.memory,
-                                          net.mask)
-        if net.memory:
-            parts.append(feats[valid])
-        if net.mask:
-            masks = allowed[valid]
-    parts.append(row_cond[flat["rows"][:n]])
-    obs = np.concatenate(parts, axis=1)
-    return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],
-                 values=flat["values"][:n], advantages=flat["advantages"][:n],
-                 returns=flat["returns"][:n], masks=masks)

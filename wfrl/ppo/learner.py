@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from wfrl.features import MASKED_LOGIT
+from wfrl.ppo.batch import Batch
 from wfrl.ppo.policy import ActorCritic
 
 
@@ -45,23 +46,6 @@ class PPOConfig:
     def net(self):
         from wfrl.ppo.netspec import NetSpec
         return NetSpec(self.hidden, self.memory, self.mask)
-
-
-@dataclass
-class Batch:
-    """Flat training batch; obs is the full policy input (observation, memory block if any,
-    workflow conditioning)."""
-
-    obs: np.ndarray         # float32 [N, in_dim]
-    actions: np.ndarray     # int32 [N]
-    logprobs: np.ndarray    # float32 [N] at collection time
-    values: np.ndarray      # float32 [N] at collection time
-    advantages: np.ndarray  # float32 [N]
-    returns: np.ndarray     # float32 [N]
-    masks: np.ndarray | None = None  # bool [N, 145], allowed actions (None: all)
-
-    def __len__(self):
-        return len(self.actions)
 
 
 class PPOLearner:

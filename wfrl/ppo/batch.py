@@ -1,0 +1,64 @@
+"""From a filled trajectory buffer to the learner's flat batch: GAE (compiled) over the buffer's
+rows, flattened, with each step's full policy input (observation, memory block if the network has
+one, workflow conditioning) and its allowed actions if the network masks them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wfrl.collect.buffer import allocate_flat
+from wfrl.features import memory_and_masks
+from wfrl.ppo.gae import gae
+from wfrl.ppo.netspec import as_netspec
+
+
+@dataclass
+class Batch:
+    """Flat training batch; obs is the full policy input (observation, memory block if any,
+    workflow conditioning)."""
+
+    obs: np.ndarray         # float32 [N, in_dim]
+    actions: np.ndarray     # int32 [N]
+    logprobs: np.ndarray    # float32 [N] at collection time
+    values: np.ndarray      # float32 [N] at collection time
+    advantages: np.ndarray  # float32 [N]
+    returns: np.ndarray     # float32 [N]
+    masks: np.ndarray | None = None  # bool [N, 145], allowed actions (None: all)
+
+    def __len__(self):
+        return len(self.actions)
+
+
+def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -> Batch:
+    """GAE (compiled) over the buffer's rows, flattened into a learner Batch.
+
+    Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
+    row_cond: float32 [n_rows, 25], the workflow one-hot each row was collected under.
+    net: the policy's NetSpec (or a hidden width); with `memory` the memory block of every step is
+    rebuilt from the row's observations and actions (wfrl.features, the twin of what the rollout
+    loop computed), with `mask` the allowed actions likewise.
+    """
+    net = as_netspec(net if net is not None else 64)
+    a = buffer.arrays
+    last_values = np.zeros(buffer.n_rows, dtype=np.float32)
+    adv, ret = gae(a["rewards"], a["values"], a["dones"], a["lengths"], last_values, gamma, lam)
+    flat = allocate_flat(buffer.count())
+    n = buffer.flatten(adv, ret, flat)
+    parts = [flat["obs"][:n]]
+    masks = None
+    if net.memory or net.mask:
+        used = int(a["lengths"].astype(bool).nonzero()[0].max()) + 1 if n else 0
+        T = buffer.T
+        valid = np.arange(T)[None, :] < a["lengths"][:used, None]
+        feats, allowed = memory_and_masks(a["obs"][:used], a["actions"][:used], net.memory,
+                                          net.mask)
+        if net.memory:
+            parts.append(feats[valid])
+        if net.mask:
+            masks = allowed[valid]
+    parts.append(row_cond[flat["rows"][:n]])
+    obs = np.concatenate(parts, axis=1)
+    return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],
+                 values=flat["values"][:n], advantages=flat["advantages"][:n],
+                 returns=flat["returns"][:n], masks=masks)

@@ -48,7 +48,7 @@ def test_train_writes_sane_records(trained_run):
     import torch
 
     from wfrl.runlog import read_csv
-    from wfrl.train import LOG_COLUMNS
+    from wfrl.protocol import LOG_COLUMNS
     out, res = trained_run
     assert "eps/s" in res.stderr and "compliance" in res.stderr
     cfg = json.loads((out / "experiment_config.json").read_text())

@@ -7,8 +7,9 @@ import pytest
 from wfrl.cli import main
 from wfrl.config import PPO_PRESETS, TrainConfig
 from wfrl.ppo.learner import PPOConfig
+from wfrl.protocol import TIMING_COLUMNS
 from wfrl.runlog import read_csv
-from wfrl.train import TIMING_COLUMNS, train
+from wfrl.train import train
 
 ARGS = ["train", "--workflow", "critical_first", "--total-episodes", "40", "--hidden", "16",
         "--seed", "3"]

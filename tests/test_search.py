@@ -14,10 +14,10 @@ import pytest
 from wfrl.config import SearchConfig
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOConfig
+from wfrl.protocol import TIMING_COLUMNS
 from wfrl.runlog import read_csv
 from wfrl.search import gp
 from wfrl.search.loop import WorkflowSearch, closest_trained, search
-from wfrl.train import TIMING_COLUMNS
 from wfrl.workflow import Workflow, all_workflows, kendall_distance
 
 ALL = list(range(120))
@@ -435,13 +435,13 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     """--protocol conditioned: one policy trained on random workflows (its base.pt), every
     workflow only evaluated — so an evaluation of base.pt conditioned on a workflow reproduces
     that workflow's row."""
-    from wfrl.collect.base import make_collector
-    from wfrl.runlog import load_checkpoint
     from dataclasses import replace
 
-    from wfrl.search.exhaustive import (EVAL_EPISODE_BASE, ExhaustiveConfig, exhaustive,
-                                        load_exhaustive)
+    from wfrl.collect.base import make_collector
     from wfrl.ppo.learner import PPOLearner
+    from wfrl.rng import EVAL_EPISODE_BASE
+    from wfrl.runlog import load_checkpoint
+    from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive, load_exhaustive
     ppo = PPOConfig(hidden=8, epochs=1, minibatches=1)
     cfg = ExhaustiveConfig(protocol="conditioned", pretrain_episodes=6, episodes_per_update=3,
                            eval_episodes=4, out=str(tmp_path / "ex"), seed=2, ppo=ppo)
@@ -578,8 +578,8 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     and the budget are unchanged."""
     from wfrl.collect.base import make_collector
     from wfrl.ppo.learner import PPOLearner
+    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
     from wfrl.runlog import load_checkpoint
-    from wfrl.search.exhaustive import EVAL_EPISODE_BASE
     kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1)
     summary = search(_cfg(tmp_path / "ev", **kw), progress=_quiet)
     ref = search(_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100, max_evaluations=1),
@@ -597,7 +597,7 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     learner.model.load_state_dict(ck["model"])
     col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 70)
     try:
-        eps = col.collect(learner.flat_weights(), 1, wf, EVAL_EPISODE_BASE + 1_000_000, 70)
+        eps = col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), 70)
     finally:
         col.close()
     assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)

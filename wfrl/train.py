@@ -11,84 +11,18 @@ from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
-from wfrl.ppo.batch import to_batch
 from wfrl.ppo.learner import PPOLearner
+from wfrl.protocol import LOG_COLUMNS, log_row, policy_payload, ppo_step
+from wfrl.rng import SELECT_EPISODE_BASE
 from wfrl.runlog import CsvLog, RunDir, save_checkpoint, write_json
 
-LOG_COLUMNS = [
-    "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",
-    "Env_Reward", "Env_Reward_SE", "Alignment_Bonus", "Total_Reward", "Compliance", "Avg_Fixes",
-    "Collection_Time", "Update_Time", "Episodes_Per_Second", "Policy_Loss", "Value_Loss",
-    "Entropy", "Approx_KL", "Weights_Version", "Phase",
-]
-
-
-def _mean_se(x):
-    x = np.asarray(x, dtype=np.float64)
-    se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
-    return float(x.mean()), se
-
-
-def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
-    """Collect n episodes with the learner's current weights, then one PPO update on them.
-    Returns (episode stats, update stats, collection seconds, update seconds)."""
-    t0 = time.perf_counter()
-    eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n)
-    t1 = time.perf_counter()
-    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net())
-    ustats = learner.update(batch)
-    return eps, ustats, t1 - t0, time.perf_counter() - t1
-
-
-def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: int) -> dict:
-    """n episodes of the learner's current policy (sampling, as in training) on workflow wf,
-    numbered first_episode.., collected `chunk` at a time: mean env return, its standard error and
-    mean compliance."""
-    returns, comps = [], []
-    while len(returns) < n:
-        k = min(chunk, n - len(returns))
-        eps = collector.collect(learner.flat_weights(), learner.version, wf,
-                                first_episode + len(returns), k)
-        returns += [e.env_return for e in eps]
-        comps += [e.compliance for e in eps]
-    r = np.asarray(returns, dtype=np.float64)
-    se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
-    return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
-            "compliance": round(float(np.mean(comps)), 4)}
-
-
-def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version,
-            phase: str = "train") -> dict:
-    """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf."""
-    env_r, env_se = _mean_se([e.env_return for e in eps])
-    align = float(np.mean([e.alignment for e in eps]))
-    return {
-        "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,
-        "Episodes": episodes, "Total_Episodes_Sampled": total_sampled,
-        "Env_Reward": round(env_r, 4), "Env_Reward_SE": round(env_se, 4),
-        "Alignment_Bonus": round(align, 4), "Total_Reward": round(env_r + align, 4),
-        "Compliance": round(float(np.mean([e.compliance for e in eps])), 4),
-        "Avg_Fixes": round(float(np.mean([e.fixes for e in eps])), 3),
-        "Collection_Time": round(t_collect, 4), "Update_Time": round(t_update, 4),
-        "Episodes_Per_Second": round(len(eps) / max(t_collect, 1e-9), 3),
-        "Policy_Loss": round(ustats["policy_loss"], 5),
-        "Value_Loss": round(ustats["value_loss"], 5),
-        "Entropy": round(ustats["entropy"], 5), "Approx_KL": round(ustats["approx_kl"], 6),
-        "Weights_Version": version, "Phase": phase,
-    }
-
-# Columns that hold wall-clock measurements (differ between otherwise identical runs).
-TIMING_COLUMNS = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
-
-# Episode numbers of the periodic selection evaluation: the same episodes at every evaluation (so
-# two evaluations differ by the policy, not the luck of the draw), never used by training, and
-# apart from the search's evaluation range (wfrl.search.exhaustive.EVAL_EPISODE_BASE).
-SELECT_EPISODE_BASE = 2_000_000_000
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
 
 class BestKeeper:
-    """Periodic greedy evaluation on reserved episodes; keeps the best policy so far.
+    """Periodic greedy evaluation on reserved episodes (the range at wfrl.rng.SELECT_EPISODE_BASE:
+    the same episodes at every evaluation, so two evaluations differ by the policy, not the luck of
+    the draw); keeps the best policy so far.
 
     Best = the highest mean reward among evaluations whose compliance reached θ (among all of
     them while none has). Written to eval_log.csv (one row per evaluation) and best.pt; every
@@ -145,11 +79,11 @@ def train(cfg: TrainConfig, progress=None) -> dict:
 
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     net = cfg.ppo.net()
-    M = cfg.episodes_per_update
+    per_update = cfg.episodes_per_update
     collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, net, cfg.seed,
-                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, M,
+                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, per_update,
                                ray_address=cfg.ray_address)
-    row_cond = np.tile(wf.onehot(), (M, 1))
+    row_cond = np.tile(wf.onehot(), (per_update, 1))
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
     keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 
@@ -157,22 +91,23 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     started = time.perf_counter()
     try:
         while episodes < cfg.total_episodes:
-            n = min(M, cfg.total_episodes - episodes)
+            n = min(per_update, cfg.total_episodes - episodes)
             learner.set_progress(episodes / cfg.total_episodes)
-            eps, ustats, tc, tu = ppo_step(collector, learner, wf, row_cond, episodes, n, cfg.ppo)
+            eps, ustats, t_collect, t_update = ppo_step(collector, learner, wf, row_cond,
+                                                        episodes, n, cfg.ppo)
             before, episodes = episodes, episodes + n
             update += 1
-            row = log_row(wf, update, episodes, episodes, eps, ustats, tc, tu, learner.version)
+            row = log_row(wf, update, episodes, episodes, eps, ustats, t_collect, t_update,
+                          learner.version)
             log.append(row)
             env_r, env_se = row["Env_Reward"], row["Env_Reward_SE"]
             align, compliance = row["Alignment_Bonus"], row["Compliance"]
-            payload = {**learner.state(), "hidden": cfg.ppo.hidden, "net": net.to_dict(),
-                       "workflow": str(wf), "workflow_id": wf.index, "episodes": episodes,
-                       "red_agent": cfg.red_agent, "config": cfg.to_dict()}
+            payload = policy_payload(learner, cfg.ppo, str(wf), wf.index, episodes=episodes,
+                                     red_agent=cfg.red_agent, config=cfg.to_dict())
             save_checkpoint(run.file("checkpoint.pt"), payload)
             elapsed = time.perf_counter() - started
             progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
-                     f"{episodes / elapsed:7.2f} eps/s (collect {n / tc:.2f}) | "
+                     f"{episodes / elapsed:7.2f} eps/s (collect {n / t_collect:.2f}) | "
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
                      f"compliance {compliance:.3f}")
             if keeper is not None and keeper.due(before, episodes):

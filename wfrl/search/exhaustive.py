@@ -38,16 +38,16 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import check_backend, check_red_agent
 from wfrl.errors import UserError, check_choice
 from wfrl.ppo.learner import PPOConfig, PPOLearner
+from wfrl.protocol import base_payload, evaluate_policy, pretrain, ppo_step
+from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, read_csv, save_checkpoint, write_csv_atomic,
                          write_json)
-from wfrl.train import evaluate_policy, ppo_step
 from wfrl.workflow import Workflow, all_workflows
 
 COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
                     "Run_Rewards", "Run_Compliance"]
 COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
            "Train_Compliance", "Episodes", "Seconds"]
-EVAL_EPISODE_BASE = 1_000_000_000  # evaluation episodes never share seeds with training ones
 PROTOCOLS = ("finetune", "conditioned")
 DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000}
 
@@ -119,15 +119,12 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
     path = out / "base.pt"
     if path.exists():
         return load_checkpoint(path)
-    from wfrl.search.loop import pretrain
-    learner = PPOLearner(cfg.ppo, seed=cfg.seed * 100_003)
+    learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed))
     progress(f"pretraining the base policy: {cfg.pretrain_episodes} episodes")
     for _update in pretrain(collector, learner, cfg.ppo, cfg.seed, 0, 0, cfg.pretrain_episodes,
                             cfg.episodes_per_update):
         pass
-    save_checkpoint(path, {**learner.state(), "hidden": cfg.ppo.hidden,
-                           "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
-                           "workflow_id": 0, "base": True, "episodes": cfg.pretrain_episodes})
+    save_checkpoint(path, base_payload(learner, cfg.ppo, cfg.pretrain_episodes))
     return load_checkpoint(path)
 
 
@@ -275,9 +272,9 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
         write_json(out / "experiment_config.json",
                    {"mode": "exhaustive", "wfrl_version": __version__, **asdict(cfg)})
     log = CsvLog(csv_path, COLUMNS, fresh=not csv_path.exists())
-    M = max(cfg.episodes_per_update, cfg.eval_episodes)
+    n_rows = max(cfg.episodes_per_update, cfg.eval_episodes)  # episodes per collect() at most
     collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.net(), cfg.seed,
-                               cfg.alignment_lambda, False, cfg.n_workers, M)
+                               cfg.alignment_lambda, False, cfg.n_workers, n_rows)
     try:
         base = _base_policy(cfg, collector, out, progress)
         for wf in all_workflows():
@@ -289,13 +286,14 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
                 learner.model.load_state_dict(base["model"])
             used, last = 0, None
             if cfg.protocol == "finetune":
-                cond = np.tile(wf.onehot(), (M, 1))
+                cond = np.tile(wf.onehot(), (n_rows, 1))
                 while used < cfg.episodes_per_workflow:
                     n = min(cfg.episodes_per_update, cfg.episodes_per_workflow - used)
                     last, _, _, _ = ppo_step(collector, learner, wf, cond,
                                              cfg.pretrain_episodes + used, n, cfg.ppo)
                     used += n
-            ev = evaluate_policy(collector, learner, wf, EVAL_EPISODE_BASE, cfg.eval_episodes, M)
+            ev = evaluate_policy(collector, learner, wf, EVAL_EPISODE_BASE, cfg.eval_episodes,
+                                 n_rows)
             row = {"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": ev["reward"],
                    "Reward_SE": ev["se"], "Compliance": ev["compliance"],
                    "Train_Reward": "" if last is None else

@@ -34,12 +34,13 @@ from wfrl.config import SearchConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
+from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, base_payload, checkpoint_path,
+                           evaluate_policy, log_row, policy_payload, ppo_step, pretrain)
+from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
                          save_checkpoint, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import WorkflowOptimizer
-from wfrl.search.exhaustive import EVAL_EPISODE_BASE
-from wfrl.train import LOG_COLUMNS, evaluate_policy, log_row, ppo_step
 from wfrl.workflow import Workflow
 
 STATE_FILE = "search_state.pt"
@@ -49,38 +50,6 @@ GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Me
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
               "Total_Episodes_Sampled", "Lineage_Episodes", "P_Feasible"]
-
-
-BASE = -1  # "workflow" index of the pretrained base policy
-
-
-def checkpoint_path(run: Path, wf_index: int) -> Path:
-    if wf_index == BASE:
-        return Path(run) / "checkpoints" / "base.pt"
-    return Path(run) / "checkpoints" / f"wf_{wf_index:03d}.pt"
-
-
-def pretrain_workflow(seed: int, update: int) -> Workflow:
-    """The workflow of pretraining update `update` (0-based): uniform, from the run's seed."""
-    return Workflow.from_index(int(np.random.default_rng([seed, 7, update]).integers(120)))
-
-
-def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_episodes: int,
-             total: int, M: int, done_updates: int = 0):
-    """Generator over pretraining updates: yields (workflow, n, episode stats, update stats,
-    collection s, update s) after each; continues after `done_updates` updates that used
-    `done_episodes` of `total`."""
-    update = done_updates
-    done = done_episodes
-    while done < total:
-        wf = pretrain_workflow(seed, update)
-        n = min(M, total - done)
-        cond = np.tile(wf.onehot(), (M, 1))
-        eps, ustats, tc, tu = ppo_step(collector, learner, wf, cond, first_episode + done, n,
-                                       ppo_cfg)
-        done += n
-        update += 1
-        yield wf, n, eps, ustats, tc, tu
 
 
 def _new_state() -> dict:
@@ -219,26 +188,24 @@ class WorkflowSearch:
                 "beta": a["beta"], "p_feasible": a["p_feasible"], "raw_ucb": a["ucb"]}
 
     def _learner_for(self, wf_index: int, iteration: int) -> tuple[PPOLearner, int | None]:
-        learner = PPOLearner(self.cfg.ppo, seed=self.cfg.seed * 100_003 + iteration)
+        learner = PPOLearner(self.cfg.ppo, seed=learner_seed(self.cfg.seed, iteration))
         trained = self.meta["trained"]
         if wf_index in trained and self.cfg.inherit != "base":
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
         parent = closest_trained(wf_index, trained) if self.cfg.inherit == "closest" else None
         if parent is None and self.cfg.inherit != "scratch" and self.meta["pretrain"]["done"] \
-                and checkpoint_path(self.run, BASE).exists():
-            parent = BASE
+                and checkpoint_path(self.run, BASE_POLICY).exists():
+            parent = BASE_POLICY
         if parent is not None:
             ck = load_checkpoint(checkpoint_path(self.run, parent))
             learner.model.load_state_dict(ck["model"])  # weights only; a fresh optimiser
         return learner, parent
 
     def _save_workflow(self, learner, wf: Workflow) -> None:
-        save_checkpoint(checkpoint_path(self.run, wf.index), {
-            **learner.state(), "hidden": self.cfg.ppo.hidden,
-            "net": self.cfg.ppo.net().to_dict(), "workflow": str(wf),
-            "workflow_id": wf.index, "episodes": self.meta["trained"].get(wf.index, 0),
-            "config": self.cfg.to_dict()})
+        save_checkpoint(checkpoint_path(self.run, wf.index), policy_payload(
+            learner, self.cfg.ppo, str(wf), wf.index,
+            episodes=self.meta["trained"].get(wf.index, 0), config=self.cfg.to_dict()))
 
     # ---------------------------------------------------------------- loop
     def run_search(self) -> dict:
@@ -271,7 +238,7 @@ class WorkflowSearch:
                                    "lineage_start": self._lineage(parent)}
                     wf = Workflow.from_index(pick["workflow"])
                     src = ("its own policy" if parent == pick["workflow"] else
-                           "the pretrained base" if parent == BASE else
+                           "the pretrained base" if parent == BASE_POLICY else
                            f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
                     self.progress(f"[visit {m['iteration']}] {wf}  ({describe_pick(pick, cfg)}; "
                                   f"from {src})")
@@ -332,7 +299,7 @@ class WorkflowSearch:
         """Training episodes behind the policy a visit starts from (its whole ancestry)."""
         if parent is None:
             return 0
-        if parent == BASE:
+        if parent == BASE_POLICY:
             return self.meta["pretrain"]["episodes"]
         return self.meta["lineage"][parent]
 
@@ -348,7 +315,7 @@ class WorkflowSearch:
             return learner
         total = min(cfg.pretrain_episodes, cfg.total_episodes)
         if learner is None:
-            learner = PPOLearner(cfg.ppo, seed=cfg.seed * 100_003)
+            learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed))
         if p["episodes"] == 0 and total > 0:
             self.progress(f"[pretraining] {total} episodes, one random workflow per update")
         M = cfg.episodes_per_update
@@ -369,11 +336,8 @@ class WorkflowSearch:
                           f"{cfg.total_episodes - m['episodes_used']}")
             self._commit(learner)
         if total > 0:
-            save_checkpoint(checkpoint_path(self.run, BASE), {
-                **learner.state(), "hidden": cfg.ppo.hidden,
-                "net": cfg.ppo.net().to_dict(), "workflow": "balanced",
-                "workflow_id": 0, "base": True, "episodes": p["episodes"],
-                "config": cfg.to_dict()})
+            save_checkpoint(checkpoint_path(self.run, BASE_POLICY),
+                            base_payload(learner, cfg.ppo, p["episodes"], config=cfg.to_dict()))
         p["done"] = True
         self._commit(None)
         return None
@@ -397,7 +361,7 @@ class WorkflowSearch:
         if gp_updated and cfg.gp_eval_episodes > 0:
             # episode numbers reserved for evaluation, distinct per visit, never used by training
             evaluation = evaluate_policy(collector, learner, wf,
-                                         EVAL_EPISODE_BASE + a["iteration"] * 1_000_000,
+                                         episode_block(EVAL_EPISODE_BASE, a["iteration"]),
                                          cfg.gp_eval_episodes, cfg.episodes_per_update)
             last = {**last, "reward": evaluation["reward"], "se": evaluation["se"]}
             m["eval_episodes"] = m.get("eval_episodes", 0) + cfg.gp_eval_episodes
@@ -418,7 +382,8 @@ class WorkflowSearch:
             "Final_Compliance": last["compliance"], "Episodes_Trained": a["episodes"],
             "GP_Updated": gp_updated, "Stop_Reason": stop,
             "Inherited_From": "" if a["inherited_from"] is None else
-            "base" if a["inherited_from"] == BASE else str(Workflow.from_index(a["inherited_from"])),
+            "base" if a["inherited_from"] == BASE_POLICY else
+            str(Workflow.from_index(a["inherited_from"])),
             "Total_Episodes_Sampled": m["episodes_used"], "Lineage_Episodes": lineage,
             "P_Feasible": "" if a.get("p_feasible") is None or math.isnan(a["p_feasible"])
             else round(a["p_feasible"], 4)})

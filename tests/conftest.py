@@ -3,6 +3,7 @@
 wfrl installed from a freshly built wheel (tests/test_wheel.py, the Ray cluster test)."""
 import dataclasses
 import importlib.util
+import os
 import subprocess
 import sys
 import sysconfig
@@ -11,6 +12,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# One math thread per process, here and in every process a test starts: the tests check behaviour,
+# and on a 2-core machine torch's default of a thread per core, beside collector processes and
+# subprocess runs, makes the suite several times slower without testing anything more.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 def _cyborg_available():

@@ -1,18 +1,40 @@
 """gymnasium view of any wfrl backend (registered as `wfrl/CAGE2-v0`)."""
 from __future__ import annotations
 
+import operator
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
+from wfrl.envs.sim import SimBackend
+
+_NOT_STARTED = EP_LEN + 1
+
+
+def action_index(action) -> int:
+    """A Discrete(145) action as an int; anything else is a ValueError in one line."""
+    try:
+        a = operator.index(action)
+    except TypeError:
+        raise ValueError(f"an action is one integer in [0, {N_ACTIONS}), got {action!r}") from None
+    if not 0 <= a < N_ACTIONS:
+        raise ValueError(f"action {a} outside [0, {N_ACTIONS})")
+    return a
 
 
 class Cage2Env(gym.Env):
     """CAGE2 blue: Box(0, 1, (52,), float32) observations, Discrete(145) actions, 100-step episodes.
 
     The episode never terminates; it is truncated at step 100. info["red_access"] is a uint8[13]
-    copy of red's access per host after the step (0 none, 1 user, 2 privileged).
+    array of red's access per host after the step (0 none, 1 user, 2 privileged). Every returned
+    array is the caller's: no later step writes into it.
+
+    On the simulator, step is the compiled wfrl._core.Cage2Gym.step itself (bound per instance):
+    the action check, the episode's end, the step and the returned tuple are all done there, and
+    the arrays are views of two blocks allocated once per episode. Other backends go through the
+    backend contract (wfrl.envs.base) step by step; both return the same values.
     """
 
     metadata = {"render_modes": []}
@@ -21,20 +43,28 @@ class Cage2Env(gym.Env):
         self.backend = backend
         self.observation_space = spaces.Box(0.0, 1.0, (OBS_DIM,), dtype=np.float32)
         self.action_space = spaces.Discrete(N_ACTIONS)
-        self._t = 0
+        self._t = _NOT_STARTED
+        self._fast = None
+        if type(backend) is SimBackend:
+            from wfrl._core import Cage2Gym
+            self._fast = Cage2Gym(backend.sim)
+            self.step = self._fast.step
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         if seed is not None:
             self.backend.seed(seed)
+        if self._fast is not None:
+            return self._fast.reset(self.backend.take_episode_seed())
         obs, red_access = self.backend.reset()
         self._t = 0
         return obs, {"red_access": red_access}
 
     def step(self, action):
         if self._t >= EP_LEN:
-            raise RuntimeError("step() after the episode was truncated; call reset()")
-        obs, reward, red_access = self.backend.step(int(action))
+            raise RuntimeError("step() before reset(); call reset() first" if self._t > EP_LEN
+                               else "step() after the episode was truncated; call reset()")
+        obs, reward, red_access = self.backend.step(action_index(action))
         self._t += 1
         return obs, reward, False, self._t >= EP_LEN, {"red_access": red_access}
 

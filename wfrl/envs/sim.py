@@ -11,6 +11,13 @@ import os
 from wfrl.envs.base import check_red_agent
 
 
+def next_episode_seed(seed: int) -> int:
+    """The seed of the episode after the one seeded with `seed` (a 64-bit LCG step), so that an
+    env reset without a seed continues deterministically. Twin of wfrl_next_episode_seed
+    (csrc/wfrl_vec.h), which the vector env uses for the same chain per env."""
+    return (int(seed) * 6364136223846793005 + 1442695040888963407) % 2**64
+
+
 class SimBackend:
     """One compiled CAGE2 env (the batched form is wfrl._core.Cage2Sim itself)."""
 
@@ -27,11 +34,14 @@ class SimBackend:
             seed = int.from_bytes(os.urandom(8), "little")
         self._next_seed = int(seed) % 2**64
 
-    def reset(self):
+    def take_episode_seed(self) -> int:
+        """The seed of the episode about to start; the next one continues the chain from it."""
         seed = self._next_seed
-        # The next episode without an explicit seed continues deterministically from this one.
-        self._next_seed = (seed * 6364136223846793005 + 1442695040888963407) % 2**64
-        return self.sim.reset(0, seed)
+        self._next_seed = next_episode_seed(seed)
+        return seed
+
+    def reset(self):
+        return self.sim.reset(0, self.take_episode_seed())
 
     def step(self, action: int):
         return self.sim.step(0, int(action))

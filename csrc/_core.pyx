@@ -790,6 +790,28 @@ cdef class Cage2Vec:
         for i in range(n):
             self.v.envs[i].t = WFRL_EP_LEN  # no episode until reset()
 
+    def bind(self, obs, reward, terminated, truncated, red_access):
+        """Make the given arrays (same shapes and dtypes as the attributes of the same names) the
+        ones the next reset/step write into, e.g. fresh arrays per step: the results are then
+        written once, straight into arrays the caller can keep."""
+        cdef float[:, ::1] ob = obs
+        cdef double[::1] rew = reward
+        cdef uint8_t[::1] term = terminated.view(np.uint8), trunc = truncated.view(np.uint8)
+        cdef uint8_t[:, ::1] ra = red_access
+        _need(ob.shape[0] == self.n and ob.shape[1] == WFRL_OBS_DIM and rew.shape[0] == self.n
+              and term.shape[0] == self.n and trunc.shape[0] == self.n
+              and ra.shape[0] == self.n and ra.shape[1] == WFRL_N_HOSTS,
+              f"bind: arrays for {self.n} envs (obs [n, 52], red_access [n, 13], the rest [n])")
+        _need(terminated.dtype == np.bool_ and truncated.dtype == np.bool_,
+              "bind: terminated and truncated must be bool arrays")
+        self.obs, self.reward, self.terminated, self.truncated, self.red_access = \
+            obs, reward, terminated, truncated, red_access
+        self.v.obs = &ob[0, 0]
+        self.v.reward = &rew[0]
+        self.v.terminated = &term[0]
+        self.v.truncated = &trunc[0]
+        self.v.red_access = &ra[0, 0]
+
     def reset(self, mask=None):
         """Start the next episode of every env (or of the envs where mask, bool/uint8 [n], is
         set) from its seed (`seeds`, which the caller may overwrite first)."""

@@ -162,6 +162,44 @@ def test_copy_false_returns_the_env_buffers():
     assert o2 is o3 and r2 is r3 and i2["red_access"] is i3["red_access"]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_large_copying_env_equals_the_buffer_env(mode):
+    """From 1,024 envs on, copy=True hands each step new arrays to write into: same values as
+    copy=False, nothing returned is written again, a masked reset keeps the other rows."""
+    n = 1024
+    fresh = envs.make_vec(n, "mixed", 9, autoreset_mode=mode)
+    buf = envs.make_vec(n, "mixed", 9, autoreset_mode=mode, copy=False)
+    assert fresh._fresh and not buf._fresh
+    kept = []
+    mask = np.arange(n) % 3 == 0
+    for t, a in enumerate(_actions(4, (201, n))):
+        resets = [None] if t == 0 else [mask, ~mask] if (
+            t % 100 == 0 and mode is AutoresetMode.DISABLED) else []
+        for m in resets:
+            opts = None if m is None else {"reset_mask": m}
+            (o1, i1), (o2, i2) = fresh.reset(options=opts), buf.reset(options=opts)
+            assert np.array_equal(o1, o2) and np.array_equal(i1["red_access"], i2["red_access"])
+            kept.append((o1.copy(), o1))
+        s1, s2 = fresh.step(a), buf.step(a)
+        for x, y in zip(s1[:4], s2[:4]):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+        assert np.array_equal(s1[4]["red_access"], s2[4]["red_access"])
+        kept += [(s1[0].copy(), s1[0]), (s1[4]["red_access"].copy(), s1[4]["red_access"])]
+    assert all(np.array_equal(c, o) for c, o in kept)
+
+
+def test_masked_reset_keeps_the_other_rows():
+    for n in (4, 1024):
+        v = envs.make_vec(n, seed=1, autoreset_mode="Disabled")
+        v.reset()
+        for a in _actions(6, (100, n)):
+            obs, *_, info = v.step(a)
+        mask = np.arange(n) % 2 == 0
+        o, i = v.reset(options={"reset_mask": mask})
+        assert not o[mask].any() and np.array_equal(o[~mask], obs[~mask])
+        assert np.array_equal(i["red_access"][~mask], info["red_access"][~mask])
+
+
 def test_gymnasium_make_vec_and_its_wrappers():
     v = gymnasium.make_vec(envs.ENV_ID, num_envs=3, red_agent="RedMeanderAgent", seed=2)
     assert isinstance(v, Cage2VectorEnv) and v.spec.id == envs.ENV_ID

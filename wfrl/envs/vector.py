@@ -26,6 +26,7 @@ from wfrl.errors import UserError
 
 # wfrl._core's codes for gymnasium's modes (csrc/wfrl_vec.h)
 _MODE_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
+_WRITE_INTO_FRESH_FROM = 1024
 
 
 def check_num_envs(num_envs) -> int:
@@ -87,8 +88,8 @@ class Cage2VectorEnv(VectorEnv):
         hold the ended episode's last ones, with masks "_final_obs"/"_final_info";
       DISABLED: finished envs wait for reset(options={"reset_mask": mask}).
 
-    copy=True returns fresh arrays every call; copy=False returns the env's own arrays, which the
-    next reset/step overwrites (cheaper at thousands of envs).
+    copy=True returns new arrays from every call (the compiled step writes straight into them);
+    copy=False returns the env's own arrays, which the next reset/step overwrites.
     """
 
     def __init__(self, num_envs: int, red_agent="B_lineAgent", seed: int | None = None,
@@ -107,6 +108,10 @@ class Cage2VectorEnv(VectorEnv):
         kinds = np.array([RED_KINDS[r] for r in self.red_agents], dtype=np.uint8)
         self._core = Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
                               initial_seeds(seed, self.num_envs))
+        # copy=True: from this many envs on, fresh arrays are handed to each step to write into
+        # instead of copying the results afterwards (measured: ~15 % faster at 4,096 envs, the
+        # same at 1,024, slower below, where allocating five arrays costs more than the copy)
+        self._fresh = self.copy and self.num_envs >= _WRITE_INTO_FRESH_FROM
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._all.flags.writeable = False
         self._started = False
@@ -134,11 +139,14 @@ class Cage2VectorEnv(VectorEnv):
                                dtype=np.uint64)
             take = given if mask is None else given & mask
             core.seeds[take] = new[take]
+        if self._fresh:
+            self._bind_fresh(keep=mask is not None)
         core.reset(mask)
         self._started = True
-        info = {"red_access": core.red_access.copy() if self.copy else core.red_access,
+        copy = self.copy and not self._fresh
+        info = {"red_access": core.red_access.copy() if copy else core.red_access,
                 "_red_access": self._all.copy() if mask is None else mask.copy()}
-        return (core.obs.copy() if self.copy else core.obs), info
+        return (core.obs.copy() if copy else core.obs), info
 
     def step(self, actions):
         if not self._started:
@@ -147,14 +155,17 @@ class Cage2VectorEnv(VectorEnv):
                 and actions.flags.c_contiguous):
             actions = self._check_actions(actions)
         core = self._core
+        if self._fresh:
+            self._bind_fresh()  # the step writes its results straight into new arrays
         ended = core.step(actions)
-        if self.copy:
+        if self.copy and not self._fresh:
             out = (core.obs.copy(), core.reward.copy(), core.terminated.copy(),
                    core.truncated.copy())
             info = {"red_access": core.red_access.copy(), "_red_access": self._all.copy()}
         else:
             out = (core.obs, core.reward, core.terminated, core.truncated)
-            info = {"red_access": core.red_access, "_red_access": self._all}
+            info = {"red_access": core.red_access,
+                    "_red_access": self._all.copy() if self.copy else self._all}
         if ended and self.autoreset_mode is AutoresetMode.SAME_STEP:
             self._add_final(info)
         return (*out, info)
@@ -175,6 +186,18 @@ class Cage2VectorEnv(VectorEnv):
         return self._core.seeds.copy()
 
     # -- helpers ---------------------------------------------------------------------------
+    def _bind_fresh(self, keep=False):
+        """Have the next reset/step write into new arrays (copy=True: nothing returned earlier is
+        ever written again). keep: start them from the current values (a masked reset)."""
+        core, n = self._core, self.num_envs
+        if keep:
+            core.bind(core.obs.copy(), core.reward.copy(), core.terminated.copy(),
+                      core.truncated.copy(), core.red_access.copy())
+        else:
+            core.bind(np.empty((n, OBS_DIM), np.float32), np.empty(n, np.float64),
+                      np.empty(n, np.bool_), np.empty(n, np.bool_),
+                      np.empty((n, N_HOSTS), np.uint8))
+
     def _add_final(self, info):
         core = self._core
         ended = core.truncated.copy()

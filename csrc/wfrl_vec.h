@@ -10,7 +10,7 @@
  * Twins: wfrl/envs/sim.py (next_episode_seed) for the seed chain; the autoreset bookkeeping is held
  * equal to gymnasium's SyncVectorEnv over single envs by tests/test_vec_env.py, and
  * wfrl_compliance_step_batch to wfrl/workflow.py (ComplianceTracker) by
- * tests/test_workflow_wrapper.py. */
+ * tests/test_workflow_wrapper.py; csrc/tools/check_vec.c drives all of it under ASan/UBSan. */
 #ifndef WFRL_VEC_H
 #define WFRL_VEC_H
 

@@ -2,6 +2,10 @@
 returns as the backend contract's step), the native vector env (its own checks, and the same
 episodes as n single envs in gymnasium's SyncVectorEnv, in every autoreset mode), make_vec for
 both backends, and bad input as one-line errors."""
+import shutil
+import subprocess
+from pathlib import Path
+
 import gymnasium
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ from wfrl.envs.sim import SimBackend, next_episode_seed
 from wfrl.envs.vector import Cage2VectorEnv
 from wfrl.errors import UserError
 
+ROOT = Path(__file__).resolve().parents[1]
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 
@@ -231,7 +236,9 @@ def test_mixed_red_is_chosen_per_env_and_episode():
 # -- vector env = n single envs --------------------------------------------------------------
 
 def _sync(reds, seed, mode):
-    fns = [lambda r=r, i=i: envs.make("sim", r, seed + i) for i, r in enumerate(reds)]
+    """The reference: gymnasium's own SyncVectorEnv (autoreset in Python) over single envs that
+    step through the backend contract, one Cage2Sim.step call per env and step."""
+    fns = [lambda r=r, i=i: Cage2Env(_PlainSim(r, seed + i)) for i, r in enumerate(reds)]
     return SyncVectorEnv(fns, autoreset_mode=mode)
 
 
@@ -271,6 +278,20 @@ def test_vector_env_plays_the_episodes_of_n_single_envs(mode, reds):
             assert "final_obs" not in s1[4]
     native.close()
     ref.close()
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_vector_core_is_clean_under_asan_and_ubsan(tmp_path):
+    exe = tmp_path / "check_vec"
+    build = subprocess.run(
+        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc"),
+         str(ROOT / "csrc/tools/check_vec.c"), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    res = subprocess.run([str(exe), "37", "1000", "5"], capture_output=True, text=True,
+                         timeout=300, env={"ASAN_OPTIONS": "detect_leaks=1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "all invariants held" in res.stdout and "runtime error" not in res.stderr
 
 
 # -- bad input -------------------------------------------------------------------------------

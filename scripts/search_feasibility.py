@@ -16,8 +16,8 @@ import numpy as np
 
 from wfrl.runlog import read_csv
 from wfrl.search.exhaustive import load_exhaustive
-from wfrl.search.loop import STATE_FILE, load_state
 from wfrl.search.optimizer import WorkflowOptimizer
+from wfrl.search.state import STATE_FILE, load_state
 
 root = Path(sys.argv[1])
 truth_rows = load_exhaustive(Path(__file__).parents[1] / "bench" / "data" /
@@ -30,8 +30,8 @@ for run in sorted(root.glob("seed*/"), key=lambda p: int(p.name[4:])):
     if not (run / "summary.json").exists():
         continue
     summary = json.loads((run / "summary.json").read_text())
-    meta, _ = load_state(run / STATE_FILE)
-    opt = WorkflowOptimizer.from_state(meta["optimizer"])
+    state, _ = load_state(run / STATE_FILE)
+    opt = WorkflowOptimizer.from_state(state.optimizer)
     pred = opt.posterior().p_feasible >= 0.5
     gpl = read_csv(run / "gp_sampling_log.csv")
     first = next((int(r["Iteration"]) for r in gpl if r["GP_Updated"] == "True"), None)

@@ -215,7 +215,7 @@ def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monk
     real = WorkflowSearch._commit
 
     def dying_commit(self, learner):
-        if self.meta["rows"]["training_log"] == die_at:  # row logged, about to be committed
+        if self.state.training_log_rows == die_at:  # row logged, about to be committed
             raise KeyboardInterrupt  # as if killed here
         real(self, learner)
 
@@ -223,9 +223,9 @@ def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monk
     with pytest.raises(KeyboardInterrupt):
         search(_cfg(out, total_episodes=730), progress=_quiet)
     monkeypatch.setattr(WorkflowSearch, "_commit", real)
-    from wfrl.search.loop import load_state
+    from wfrl.search.state import load_state
     rows_before = len(read_csv(out / "training_log.csv"))
-    committed = load_state(out / "search_state.pt")[0]["rows"]["training_log"]
+    committed = load_state(out / "search_state.pt")[0].training_log_rows
     assert (rows_before, committed) == (die_at, die_at - 1)  # row written, commit not
     summary = search(_resume_cfg(out), resume=True, progress=_quiet)
     assert _comparable(read_csv(out / "training_log.csv")) == \
@@ -373,7 +373,7 @@ def test_resume_at_the_end_of_a_partial_pretraining_update(tmp_path, monkeypatch
     real = WorkflowSearch._commit
 
     def dying_commit(self, learner):
-        if self.meta["pretrain"]["episodes"] == 130 and learner is None:  # base saved, not committed
+        if self.state.pretraining.episodes == 130 and learner is None:  # base saved, not committed
             raise KeyboardInterrupt
         real(self, learner)
 
@@ -394,7 +394,7 @@ def test_killed_after_summary_before_final_commit_is_resumable(tmp_path, monkeyp
     real = WorkflowSearch._commit
 
     def dying_commit(self, learner):
-        if self.meta["finished"]:
+        if self.state.finished:
             raise KeyboardInterrupt
         real(self, learner)
 
@@ -619,3 +619,59 @@ def test_best_after_reports_the_best_posterior_among_compliant_visits():
     assert best_after(log, 2, detrend=False) == 7
     assert best_after(log, 5, detrend=False) == 7
     assert best_after([row(1, 3, -1, False)], 1, detrend=False) is None
+
+
+def test_a_search_state_of_version_2_is_refused_in_one_line(tmp_path):
+    """A run whose state was written before the state was typed (version 2, an untyped dict):
+    --resume ends in one line and exit status 2, and touches nothing."""
+    import torch
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "experiment_config.json").write_text(json.dumps(
+        {"mode": "search", "total_episodes": 1000, "out": str(run)}))
+    meta = {"iteration": 1, "episodes_used": 150, "updates": 3, "visits": [], "trained": {"7": 50},
+            "lineage": {}, "active": {"workflow": 7, "ucb": 1.0, "episodes": 50}, "optimizer": None,
+            "pretrain": {"episodes": 100, "updates": 2, "done": True}, "wall_time": 1.5,
+            "rows": {"training_log": 3, "gp_sampling_log": 0}, "finished": False}
+    torch.save({"format": "wfrl/search-state", "format_version": 2, "meta": json.dumps(meta),
+                "learner": None}, run / "search_state.pt")
+    before = (run / "search_state.pt").read_bytes()
+    r = _cli("train", "--resume", str(run))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "older wfrl" in lines[0] and "version 2" in lines[0] and "Traceback" not in r.stderr
+    assert (run / "search_state.pt").read_bytes() == before
+
+
+def test_state_round_trips_and_a_missing_field_is_damage(tmp_path):
+    import torch
+
+    from wfrl.errors import UserError
+    from wfrl.search.state import (STATE_VERSION, Measurement, Pick, Pretraining, SearchState,
+                                   Visit, load_state, save_state)
+    pick = Pick(workflow=7, score=0.5, mean=-40.0, sd=2.0, ucb=-36.0, beta=4.0, p_feasible=0.8)
+    ended = Visit(iteration=1, pick=pick, inherited_from=-1, lineage_start=100, episodes=150,
+                  updates=3, recent_compliance=[0.9, 0.97, 0.99], best_compliance=0.99,
+                  last_update=Measurement(-41.0, 1.5, 0.9533), last_update_episodes=50,
+                  stop="compliant", result=Measurement(-40.5, 1.2, 0.9533), gp_updated=True,
+                  evaluation={"reward": -40.5, "se": 1.2, "compliance": 0.96})
+    active = Visit(iteration=2, pick=Pick(90, 0.1, float("nan"), 3.0, 1.0, 4.0, 0.5),
+                   inherited_from=None, lineage_start=0)
+    state = SearchState(iteration=2, episodes_used=250, updates=5, eval_episodes=70,
+                        pretraining=Pretraining(100, 2, True), active=active, visits=[ended],
+                        trained={7: 150}, lineage={7: 250}, training_log_rows=5, gp_log_rows=1,
+                        wall_time=3.25, optimizer={"kind": "x"})
+    path = tmp_path / "search_state.pt"
+    save_state(path, state, {"version": 4})
+    loaded, learner = load_state(path)
+    assert learner == {"version": 4} and loaded.visits == state.visits
+    assert loaded.trained == {7: 150} and loaded.lineage == {7: 250}
+    assert loaded.active.pick.workflow == 90 and np.isnan(loaded.active.pick.mean)
+    assert loaded.pretraining == state.pretraining and loaded.gp_log_rows == 1
+    blob = torch.load(path, weights_only=True)
+    assert blob["format_version"] == STATE_VERSION == 3
+    meta = json.loads(blob["meta"])
+    del meta["gp_log_rows"]
+    torch.save({**blob, "meta": json.dumps(meta)}, path)
+    with pytest.raises(UserError, match="damaged .*gp_log_rows"):
+        load_state(path)

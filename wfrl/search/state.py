@@ -1,0 +1,163 @@
+"""The search's state: what `search_state.pt` holds, as dataclasses, and the one function pair
+that writes and reads it.
+
+The file is a torch pickle (weights_only) of {"format", "format_version", "meta", "learner"}:
+"meta" is the SearchState as JSON, "learner" the state of the learner in training (weights,
+optimiser, shuffle RNG) or None between visits. It is replaced atomically (write, fsync, rename).
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from wfrl.errors import UserError
+from wfrl.runlog import _atomic_write_bytes
+
+STATE_FILE = "search_state.pt"
+STATE_FORMAT = "wfrl/search-state"
+# 3: typed state (this module); 2: the optimizer holds the observations; 1: the first format
+STATE_VERSION = 3
+
+
+@dataclass
+class Pretraining:
+    """Progress of the warm-up before the first visit (one random workflow per update)."""
+    episodes: int = 0
+    updates: int = 0
+    done: bool = False        # finished and the base policy saved
+
+
+@dataclass
+class Pick:
+    """The optimizer's numbers for the workflow it picked, at the moment it picked it."""
+    workflow: int             # workflow index
+    score: float              # the acquisition score it maximised (UCB_Score in the log)
+    mean: float               # reward posterior mean (NaN in the initial design)
+    sd: float                 # reward posterior standard deviation
+    ucb: float                # mean + √β·sd, before any feasibility weighting
+    beta: float
+    p_feasible: float | None  # probability of reaching θ (feasibility model)
+
+
+@dataclass
+class Measurement:
+    """A reward (mean env return) with its standard error, and a compliance."""
+    reward: float
+    se: float
+    compliance: float
+
+
+@dataclass
+class Visit:
+    """One visit: a workflow trained from a starting policy until a stop rule fires. While it
+    trains it is SearchState.active; when it ends its outcome is filled in and it joins
+    SearchState.visits."""
+    iteration: int                       # visit number, from 1
+    pick: Pick
+    inherited_from: int | None           # a workflow index, BASE_POLICY, or None (scratch)
+    lineage_start: int                   # training episodes behind the starting policy
+    episodes: int = 0                    # trained in this visit
+    updates: int = 0
+    recent_compliance: list[float] = field(default_factory=list)  # the last window's updates
+    best_compliance: float = -1.0
+    updates_since_best: int = 0
+    last_update: Measurement | None = None  # latest update (compliance: the window's mean)
+    last_update_episodes: int = 0
+    # the outcome
+    stop: str | None = None              # compliant | max_episodes | plateau | budget
+    result: Measurement | None = None    # what the visit reports (the evaluation's reward if any)
+    gp_updated: bool = False             # the reward model was told its reward
+    evaluation: dict | None = None       # evaluate_policy's result with --gp-eval-episodes
+
+    @property
+    def workflow(self) -> int:
+        return self.pick.workflow
+
+
+@dataclass
+class SearchState:
+    """Everything a search needs to continue exactly where its last commit left it."""
+    iteration: int = 0                   # visits started
+    episodes_used: int = 0               # training episodes of the budget (pretraining included)
+    updates: int = 0                     # PPO updates
+    eval_episodes: int = 0               # evaluation episodes (outside the budget)
+    pretraining: Pretraining = field(default_factory=Pretraining)
+    active: Visit | None = None          # the visit in training
+    visits: list[Visit] = field(default_factory=list)       # ended visits, in order
+    trained: dict[int, int] = field(default_factory=dict)   # workflow → episodes trained on it
+    lineage: dict[int, int] = field(default_factory=dict)   # workflow → episodes behind its policy
+    training_log_rows: int = 0           # rows of training_log.csv this state accounts for
+    gp_log_rows: int = 0                 # rows of gp_sampling_log.csv likewise
+    wall_time: float = 0.0               # seconds over all sessions
+    finished: bool = False
+    optimizer: dict | None = None        # WorkflowOptimizer.state_dict()
+
+
+def _fields_of(cls, data) -> dict:
+    """`data` as keyword arguments of dataclass `cls`: exactly its fields, no more, no fewer."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__} is not an object")
+    names = [f.name for f in fields(cls)]
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise ValueError(f"{cls.__name__} lacks {missing[0]!r}")
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ValueError(f"{cls.__name__} has an unknown {unknown[0]!r}")
+    return dict(data)
+
+
+def _measurement(data) -> Measurement | None:
+    return None if data is None else Measurement(**_fields_of(Measurement, data))
+
+
+def _visit(data) -> Visit:
+    kw = _fields_of(Visit, data)
+    kw["pick"] = Pick(**_fields_of(Pick, kw["pick"]))
+    kw["last_update"] = _measurement(kw["last_update"])
+    kw["result"] = _measurement(kw["result"])
+    return Visit(**kw)
+
+
+def _search_state(data) -> SearchState:
+    kw = _fields_of(SearchState, data)
+    kw["pretraining"] = Pretraining(**_fields_of(Pretraining, kw["pretraining"]))
+    kw["active"] = None if kw["active"] is None else _visit(kw["active"])
+    kw["visits"] = [_visit(v) for v in kw["visits"]]
+    kw["trained"] = {int(k): int(v) for k, v in kw["trained"].items()}  # JSON keys are strings
+    kw["lineage"] = {int(k): int(v) for k, v in kw["lineage"].items()}
+    return SearchState(**kw)
+
+
+def save_state(path: Path, state: SearchState, learner_state: dict | None) -> None:
+    """Replace the state file at `path` atomically with `state` and the learner's state."""
+    import torch
+    buf = io.BytesIO()
+    torch.save({"format": STATE_FORMAT, "format_version": STATE_VERSION,
+                "meta": json.dumps(asdict(state)), "learner": learner_state}, buf)
+    _atomic_write_bytes(path, buf.getvalue())
+
+
+def load_state(path: Path) -> tuple[SearchState, dict | None]:
+    """(search state, learner state or None) from a state file; UserError, in one line, for a
+    file of another version or a damaged one."""
+    import torch
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != STATE_FORMAT:
+            raise ValueError("not a wfrl search state")
+        version = blob.get("format_version")
+        if version != STATE_VERSION:
+            age = "a newer" if isinstance(version, int) and version > STATE_VERSION else "an older"
+            raise UserError(f"cannot resume: {path} was written by {age} wfrl (search state "
+                            f"version {version}, this wfrl reads {STATE_VERSION}); start a new "
+                            "search")
+        state = _search_state(json.loads(blob["meta"]))
+    except UserError:
+        raise
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot resume: {path} is damaged ({reason[:100]})") from None
+    return state, blob["learner"]

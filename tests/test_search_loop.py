@@ -1,0 +1,182 @@
+"""The compliance-gated search loop: its budget, records and inheritance, which visits become
+observations, the acquisitions it runs with, the GP evaluation episodes, and its command's
+one-line errors."""
+import json
+
+import numpy as np
+import pytest
+from _search_helpers import (  # noqa: F401  (reference_run: a fixture)
+    PPO, comparable, quiet, reference_run, run_cli, search_cfg)
+
+from wfrl.errors import UserError
+from wfrl.runlog import read_csv
+from wfrl.search.loop import WorkflowSearch, closest_trained, search
+from wfrl.workflow import Workflow
+
+
+def test_closest_trained_workflow():
+    wf = Workflow.parse("op_server,enterprise,defender,op_host,user").index
+    trained = {Workflow.parse("user,op_host,defender,enterprise,op_server").index: 1,   # d = 10
+               Workflow.parse("op_server,enterprise,defender,user,op_host").index: 1,   # d = 1
+               Workflow.parse("enterprise,op_server,defender,user,op_host").index: 1}   # d = 2
+    assert closest_trained(wf, trained) == Workflow.parse(
+        "op_server,enterprise,defender,user,op_host").index
+    assert closest_trained(wf, {}) is None
+    assert closest_trained(wf, {wf: 5, **trained}) == wf
+
+
+def test_search_budget_records_and_inheritance(reference_run):
+    out, summary = reference_run
+    log = read_csv(out / "training_log.csv")
+    gpl = read_csv(out / "gp_sampling_log.csv")
+    assert summary["episodes_used"] == 730  # the budget, exactly: the last update is smaller
+    assert int(log[-1]["Total_Episodes_Sampled"]) == 730
+    per_update = np.diff([0] + [int(r["Total_Episodes_Sampled"]) for r in log])
+    assert per_update.max() <= 50 and per_update.sum() == 730
+    # one gp row per visit; a visit never exceeds max_episodes
+    assert len(gpl) == summary["visits"] >= 3
+    assert any(r["GP_Updated"] == "True" for r in gpl)
+    assert all(int(r["Episodes_Trained"]) <= 300 for r in gpl)
+    assert [int(r["Iteration"]) for r in gpl] == list(range(1, len(gpl) + 1))
+    # GP_Updated exactly when the final compliance reached θ — unless the budget cut the visit
+    # short of its minimum (then it is not given to either model)
+    for r in gpl:
+        complete = int(r["Episodes_Trained"]) >= 100
+        assert (r["GP_Updated"] == "True") == (complete and float(r["Final_Compliance"]) >= 0.25)
+    # pretraining first (100 episodes = 2 updates on random workflows), then the visits
+    assert [r["Phase"] for r in log[:3]] == ["pretrain", "pretrain", "visit"]
+    assert (out / "checkpoints" / "base.pt").is_file()
+    # inheritance: visit k starts from the closest workflow trained in visits < k (the first
+    # from the pretrained base)
+    trained = set()
+    for r in gpl:
+        w = int(r["Workflow_ID"])
+        expect = closest_trained(w, trained)
+        got = r["Inherited_From"]
+        assert got == ("base" if expect is None else str(Workflow.from_index(expect)))
+        trained.add(w)
+    for w in trained:
+        assert (out / "checkpoints" / f"wf_{w:03d}.pt").is_file()
+    for png in ("learning_curves.png", "search_posterior.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    s = json.loads((out / "summary.json").read_text())
+    cfg = json.loads((out / "experiment_config.json").read_text())
+    assert cfg["mode"] == "search" and cfg["total_episodes"] == 730
+    if s["best_workflow"] is not None:
+        assert s["best_workflow"] in {r["Workflow"] for r in gpl if r["GP_Updated"] == "True"}
+
+
+def test_inherit_base_starts_every_new_workflow_from_the_base(tmp_path):
+    summary = search(search_cfg(tmp_path / "run", total_episodes=500, inherit="base"),
+                     progress=quiet)
+    gpl = read_csv(tmp_path / "run" / "gp_sampling_log.csv")
+    assert summary["visits"] == len(gpl) >= 2
+    seen = set()
+    for r in gpl:
+        own = r["Workflow"] in seen
+        assert r["Inherited_From"] == (r["Workflow"] if own else "base")
+        # lineage = pretraining + every episode this workflow trained so far
+        seen.add(r["Workflow"])
+    first = gpl[0]
+    assert int(first["Lineage_Episodes"]) == 100 + int(first["Episodes_Trained"])
+
+
+def test_gp_gets_no_observation_from_short_or_stub_visits(tmp_path):
+    # θ = 0: every visit is "compliant" and stops at the first update past min_episodes (60):
+    # 50 + 50. The budget cuts the third visit to 50 + 10: it trained its minimum, but its last
+    # update is a 10-episode stub, so it is not an observation.
+    search(search_cfg(tmp_path / "run", total_episodes=360, max_episodes=150, min_episodes=60,
+                compliance_threshold=0.0, pretrain_episodes=100), progress=quiet)
+    gpl = read_csv(tmp_path / "run" / "gp_sampling_log.csv")
+    assert [(int(r["Episodes_Trained"]), r["GP_Updated"]) for r in gpl] == \
+        [(100, "True"), (100, "True"), (60, "False")]
+    # and a visit that stops before min_episodes is not one either
+    search(search_cfg(tmp_path / "run2", total_episodes=300, max_episodes=150, min_episodes=200,
+                compliance_threshold=0.0, pretrain_episodes=100), progress=quiet)
+    assert {r["GP_Updated"] for r in read_csv(tmp_path / "run2" / "gp_sampling_log.csv")} == \
+        {"False"}
+
+
+def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_path):
+    out = tmp_path / "run"
+    summary = search(search_cfg(out, total_episodes=700, acquisition="random", max_episodes=100),
+                     progress=quiet)
+    gpl = read_csv(out / "gp_sampling_log.csv")
+    ids = [int(r["Workflow_ID"]) for r in gpl]
+    assert summary["visits"] == len(ids) >= 5 and len(set(ids)) == len(ids)
+    again = search(search_cfg(tmp_path / "again", total_episodes=700, acquisition="random",
+                        max_episodes=100), progress=quiet)
+    assert [int(r["Workflow_ID"]) for r in read_csv(tmp_path / "again" / "gp_sampling_log.csv")] \
+        == ids and again["episodes_used"] == summary["episodes_used"] == 700
+    ucb = search(search_cfg(tmp_path / "ucb", total_episodes=700, max_episodes=100), progress=quiet)
+    ucb_ids = [int(r["Workflow_ID"]) for r in read_csv(tmp_path / "ucb" / "gp_sampling_log.csv")]
+    assert ucb["visits"] >= 5 and ucb_ids != ids
+
+
+def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path):
+    """--gp-eval-episodes N: the GP observation is the mean of N evaluation episodes of the
+    visit's saved policy (reproducible from its checkpoint), not the last update's mean; training
+    and the budget are unchanged."""
+    from wfrl.collect.base import make_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
+    from wfrl.runlog import load_checkpoint
+    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1)
+    summary = search(search_cfg(tmp_path / "ev", **kw), progress=quiet)
+    ref = search(search_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100,
+                            max_evaluations=1),
+                 progress=quiet)
+    assert summary["episodes_used"] == ref["episodes_used"]
+    assert comparable(read_csv(tmp_path / "ev" / "training_log.csv")) == \
+        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    gpl = read_csv(tmp_path / "ev" / "gp_sampling_log.csv")
+    first = gpl[0]
+    assert first["GP_Updated"] == "True"
+    assert len(gpl) == 1 and summary["evaluation_episodes"] == 70
+    wf = Workflow.from_index(int(first["Workflow_ID"]))
+    ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
+    learner = PPOLearner(PPO, seed=0)
+    learner.model.load_state_dict(ck["model"])
+    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 70)
+    try:
+        eps = col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), 70)
+    finally:
+        col.close()
+    assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)
+    assert first["Reward"] != read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Reward"]
+
+
+def test_existing_run_is_not_overwritten(reference_run):
+    ref_out, _ = reference_run
+    before = (ref_out / "training_log.csv").read_bytes()
+    with pytest.raises(UserError, match="already holds a run"):
+        WorkflowSearch(search_cfg(ref_out))
+    assert (ref_out / "training_log.csv").read_bytes() == before
+
+
+def test_auto_collector_also_trains_one_workflow(tmp_path):
+    r = run_cli("train", "--workflow", "balanced", "--collector", "auto", "--total-episodes", "4",
+             "--episodes-per-update", "2", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((tmp_path / "o" / "experiment_config.json").read_text())
+    assert cfg["collector"] in ("async", "sequential")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--resume", "/nonexistent/run"], "not a directory"),
+    (["train", "--workflow", "balanced", "--max-episodes", "10"], "belongs to the workflow search"),
+    (["train", "--beta", "-1", "--out", "{tmp}/x"], "--beta must be non-negative"),
+    (["train", "--beta", "lots"], "expected a number"),
+    (["train", "--patience", "0", "--out", "{tmp}/x"], "--patience must be positive"),
+    (["train", "--collector", "bogus", "--out", "{tmp}/x"], "unknown collector"),
+    (["exhaustive", "--red-agent", "Nobody", "--out", "{tmp}/x"], "unknown red agent"),
+    (["exhaustive", "--protocol", "bogus", "--out", "{tmp}/x"], "unknown protocol"),
+    (["exhaustive", "--protocol", "conditioned", "--pretrain-episodes", "0", "--out", "{tmp}/x"],
+     "needs --pretrain-episodes > 0"),
+    (["train", "--acquisition", "thompson", "--out", "{tmp}/x"], "unknown acquisition"),
+    (["train", "--workflow", "balanced", "--acquisition", "random"], "belongs to the workflow"),
+])
+def test_cli_errors_are_one_line(tmp_path, args, message):
+    r = run_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -331,7 +331,6 @@ def test_bad_vector_input_is_one_clear_error():
 # -- the CybORG backend behind the same interface --------------------------------------------
 
 @pytest.mark.cyborg
-@pytest.mark.slow
 def test_cyborg_vector_env_has_the_same_interface_and_episodes():
     n, seed = 2, 21
     cy = envs.make_vec(n, "B_lineAgent", seed, backend="cyborg", autoreset_mode="SameStep")

@@ -1,31 +1,227 @@
-"""Validated run configurations. The command line only parses into these; all checks live here."""
+"""Every run configuration of wfrl, and the one place where a setting is declared.
+
+A setting is a dataclass field: its type, its default, the check its values must pass
+(`setting(..., check=...)`) and, as the attribute docstring under it, its help. The command line
+(wfrl.cli) generates its flags, defaults and help from these fields, and `validate()` applies the
+declared checks without changing the config. Nothing here imports torch, so `wfrl --help` and
+argument errors stay fast.
+"""
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
+import math
+import textwrap
 from dataclasses import dataclass, field
 
-from wfrl.collect.base import check_collector
-from wfrl.envs.base import check_backend, check_red_agent
 from wfrl.errors import UserError, check_choice
-from wfrl.ppo.learner import PPOConfig
-from wfrl.workflow import Workflow
+
+# ---------------------------------------------------------------------------------------------
+# Declaring and checking settings
 
 
-def _positive(name: str, value) -> None:
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def positive(name: str, value) -> None:
     if value <= 0:
-        raise UserError(f"--{name.replace('_', '-')} must be positive (got {value})")
+        raise UserError(f"{_flag(name)} must be positive (got {value})")
 
 
-def _non_negative(name: str, value) -> None:
+def non_negative(name: str, value) -> None:
     if value < 0:
-        raise UserError(f"--{name.replace('_', '-')} must be non-negative (got {value})")
+        raise UserError(f"{_flag(name)} must be non-negative (got {value})")
 
 
-def _check_compliance_settings(cfg) -> None:
-    """θ and λ, shared by the single-workflow and the search configuration."""
-    if not 0.0 <= cfg.compliance_threshold <= 1.0:
-        raise UserError(f"--compliance-threshold must lie in [0, 1] (got {cfg.compliance_threshold})")
-    _non_negative("alignment_lambda", cfg.alignment_lambda)
+def unit_interval(name: str, value) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise UserError(f"{_flag(name)} must lie in [0, 1] (got {value})")
+
+
+def open_unit_interval(name: str, value) -> None:
+    if not 0.0 < value < 1.0:
+        raise UserError(f"{_flag(name)} must lie in (0, 1) (got {value})")
+
+
+SEED_LIMIT = 2 ** 63
+
+
+def seed_range(name: str, value) -> None:
+    """Seeds feed numpy's SeedSequence and 64-bit C generators: whole numbers in [0, 2^63)."""
+    if not 0 <= value < SEED_LIMIT:
+        raise UserError(f"{_flag(name)} must be a whole number in [0, 2^63) (got {value})")
+
+
+def one_of(*choices: str, what: str | None = None):
+    def check(name: str, value) -> None:
+        check_choice(what or name.replace("_", " "), value, choices)
+    check.choices = choices
+    return check
+
+
+def _backend(name, value):
+    from wfrl.envs.base import check_backend
+    check_backend(value)
+
+
+def _red_agent(name, value):
+    from wfrl.envs.base import check_red_agent
+    check_red_agent(value)
+
+
+def _collector(name, value):
+    from wfrl.collect.base import check_collector
+    if value != AUTO_COLLECTOR:
+        check_collector(value)
+
+
+def _workflow(name, value):
+    from wfrl.workflow import Workflow
+    Workflow.parse(value)
+
+
+def setting(default=dataclasses.MISSING, *, check=None, metavar=None, factory=None):
+    """A config field: its default, the check every value must pass and the flag's metavar.
+    The help text is the attribute docstring written under the field."""
+    meta = {"check": check, "metavar": metavar}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@functools.lru_cache(maxsize=None)
+def field_docs(cls) -> dict[str, str]:
+    """{field name: its attribute docstring, whitespace-normalised} from the class source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    out = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                and isinstance(nxt.value.value, str):
+            out[node.target.id] = " ".join(nxt.value.value.split())
+    return out
+
+
+def field_kind(f: dataclasses.Field) -> tuple[str, bool]:
+    """(base type name, optional) of a field from its annotation: ('int', False), ('float', True)…"""
+    text = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    parts = [p.strip() for p in text.split("|")]
+    optional = "None" in parts
+    base = [p for p in parts if p != "None"]
+    return (base[0] if base else "None"), optional
+
+
+def _check_fields(cfg) -> None:
+    """Types and declared checks of every field (nested configs too); changes nothing."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        kind, optional = field_kind(f)
+        if value is None:
+            if optional:
+                continue
+            raise UserError(f"{_flag(f.name)} needs a value")
+        if dataclasses.is_dataclass(value):
+            _check_fields(value)
+            continue
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and not math.isfinite(value):
+                raise UserError(f"{_flag(f.name)} must be a finite number (got {value})")
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:
+            ok = True
+        if not ok:
+            raise UserError(f"{_flag(f.name)} must be {kind} (got {value!r})")
+        check = f.metadata.get("check")
+        if check is not None:
+            check(f.name, value)
+
+
+class Settings:
+    """Behaviour every config shares: validate() checks and returns the config unchanged;
+    to_dict() / from_dict() for experiment_config.json."""
+
+    def validate(self):
+        _check_fields(self)
+        self._check_together()
+        return self
+
+    def _check_together(self) -> None:
+        """Checks that involve more than one field (none by default)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "the run's experiment_config.json"):
+        if not isinstance(d, dict):
+            raise UserError(f"{where} is not a JSON object")
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise UserError(f"unknown setting {unknown[0]!r} in {where}")
+        kw = dict(d)
+        for name, f in names.items():
+            sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+            if name in kw and isinstance(sub, type) and issubclass(sub, Settings):
+                kw[name] = sub.from_dict(kw[name] or {}, where)
+        try:
+            return cls(**kw)
+        except TypeError as exc:
+            raise UserError(f"bad settings in {where}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The learner
+
+
+@dataclass
+class PPOConfig(Settings):
+    lr: float = setting(0.002, check=positive)
+    """Adam learning rate."""
+    gamma: float = setting(0.99, check=unit_interval)
+    """Discount factor."""
+    gae_lambda: float = setting(0.95, check=unit_interval)
+    """GAE λ."""
+    clip: float = setting(0.2, check=open_unit_interval)
+    """PPO ratio clip ε."""
+    epochs: int = setting(6, check=positive)
+    """Passes over each batch."""
+    minibatches: int = setting(4, check=positive)
+    """Minibatches per epoch."""
+    entropy_coef: float = setting(0.01, check=non_negative)
+    """Weight of the entropy bonus."""
+    value_coef: float = setting(0.5, check=non_negative)
+    """Weight of the value loss."""
+    max_grad_norm: float = setting(0.5, check=positive)
+    """Global gradient-norm clip."""
+    hidden: int = setting(64, check=positive)
+    """Units in each of the two hidden layers of actor and critic."""
+    memory: bool = False
+    """Add the defender's memory block (seen scans, compromises since my last restore, my
+    restores and decoys, time) to the policy input."""
+    mask: bool = False
+    """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or
+    already has."""
+    lr_final: float = setting(1.0, check=non_negative)
+    """Learning rate at the end of a single-workflow run, as a fraction of --lr (linear;
+    1 = constant)."""
+    entropy_final: float = setting(1.0, check=non_negative)
+    """Entropy weight at the end of a single-workflow run, as a fraction of --entropy-coef
+    (linear; 1 = constant)."""
+
+    def net(self):
+        from wfrl.ppo.netspec import NetSpec
+        return NetSpec(self.hidden, self.memory, self.mask)
 
 
 # Named starting points for the learner; flags given on the command line override them.
@@ -51,62 +247,72 @@ def preset_settings(name: str) -> tuple[dict, dict]:
     return dict(p["train"]), dict(p["ppo"])
 
 
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+AUTO_COLLECTOR = "auto"
+ACQUISITIONS = ("constrained", "ucb", "random", "original")
+INHERIT = ("base", "closest", "scratch")
+PROTOCOLS = ("finetune", "conditioned")
+
+
+def best_collector() -> str:
+    """The collector `auto` stands for: async when the machine has a second core for its workers
+    (collection then overlaps between workers while the PPO update runs here), else sequential."""
+    import os
+    return "async" if (os.cpu_count() or 1) >= 2 else "sequential"
+
+
+class _RunSettings(Settings):
+    def resolved_collector(self) -> str:
+        return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
+
+
 @dataclass
-class TrainConfig:
-    workflow: str = "balanced"
+class TrainConfig(_RunSettings):
+    """Training one workflow (`wfrl train --workflow W`)."""
+    workflow: str = setting("balanced", check=_workflow)
     """Priority order of the unit types (comma or arrow separated) or a canonical name."""
-    backend: str = "sim"
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
-    collector: str = "sequential"
-    """How experience is collected: sequential, sync, async or ray."""
-    n_workers: int = 2
-    """Worker processes of the sync and async collectors."""
-    red_agent: str = "B_lineAgent"
-    """Red attacker: B_lineAgent, RedMeanderAgent or SleepAgent."""
-    total_episodes: int = 1000
+    collector: str = setting("sequential", check=_collector,
+                             metavar="sequential|sync|async|ray|auto")
+    """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
+    n_workers: int = setting(2, check=positive)
+    """Worker processes / actors of the parallel collectors."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker (mixed: each episode B_line or Meander)."""
+    total_episodes: int = setting(1000, check=positive)
     """Episode budget of the run."""
-    episodes_per_update: int = 10
+    episodes_per_update: int = setting(10, check=positive)
     """Episodes collected for each PPO update."""
-    min_episodes: int = 0
+    min_episodes: int = setting(0, check=non_negative)
     """Episodes before compliance may stop training early."""
-    alignment_lambda: float = 30.0
-    """λ: weight of the compliance alignment reward (see README: why 30)."""
-    compliance_threshold: float = 0.95
-    """θ: stop once an update's mean compliance reaches it (after min_episodes)."""
+    alignment_lambda: float = setting(30.0, check=non_negative)
+    """λ: weight of the compliance alignment reward."""
+    compliance_threshold: float = setting(0.95, check=unit_interval)
+    """θ: stop once an update's mean compliance reaches it (after --min-episodes)."""
     count_foothold: bool = False
     """Count red's permanent User0 foothold as compromised (the original system's rule)."""
-    seed: int = 0
+    seed: int = setting(0, check=seed_range)
     """Seed of the learner and of every episode (env and action sampling)."""
     out: str = "runs/latest"
     """Run directory for config, logs and checkpoints."""
     force: bool = False
-    """Allow writing into a directory that already holds a run (its files are replaced)."""
+    """Replace a run already in --out (its files are replaced)."""
     ray_address: str | None = None
-    """Ray cluster to join with --collector ray (default: a private local instance)."""
-    eval_every: int = 0
+    """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
+    eval_every: int = setting(0, check=non_negative)
     """Evaluate the greedy policy every this many training episodes on reserved episodes and
     keep the best as best.pt (0: never)."""
-    eval_episodes: int = 500
+    eval_episodes: int = setting(500, check=positive)
     """Episodes of each periodic evaluation."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
+    ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 
-    def validate(self) -> "TrainConfig":
-        check_backend(self.backend)
-        if self.collector == AUTO_COLLECTOR:
-            self.collector = best_collector()
-        check_collector(self.collector)
-        check_red_agent(self.red_agent)
-        self.parsed_workflow()
-        for name in ("total_episodes", "episodes_per_update", "n_workers", "eval_episodes"):
-            _positive(name, getattr(self, name))
-        _non_negative("min_episodes", self.min_episodes)
-        _non_negative("eval_every", self.eval_every)
-        _check_compliance_settings(self)
-        _check_ppo(self.ppo)
-        return self
-
-    def parsed_workflow(self) -> Workflow:
+    def parsed_workflow(self):
+        from wfrl.workflow import Workflow
         return Workflow.parse(self.workflow)
 
     def to_dict(self) -> dict:
@@ -117,165 +323,245 @@ class TrainConfig:
         return d
 
 
-def _check_ppo(p: PPOConfig) -> None:
-    for name in ("lr", "epochs", "minibatches", "hidden", "max_grad_norm"):
-        _positive(name, getattr(p, name))
-    for name in ("lr_final", "entropy_final"):
-        _non_negative(name, getattr(p, name))
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(p, name) <= 1.0:
-            raise UserError(f"--{name.replace('_', '-')} must lie in [0, 1]")
-    if not 0.0 < p.clip < 1.0:
-        raise UserError(f"--clip must lie in (0, 1) (got {p.clip})")
-
-
-AUTO_COLLECTOR = "auto"
-ACQUISITIONS = ("constrained", "ucb", "random", "original")
-INHERIT = ("closest", "base", "scratch")
-
-
-def best_collector() -> str:
-    """The collector `auto` stands for: async when the machine has a second core for its workers
-    (collection then overlaps between workers while the PPO update runs here), else sequential."""
-    import os
-    return "async" if (os.cpu_count() or 1) >= 2 else "sequential"
-
-
 @dataclass
-class SearchConfig:
+class SearchConfig(_RunSettings):
     """A GP-UCB workflow search (`wfrl train` without --workflow)."""
-    backend: str = "sim"
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
-    collector: str = AUTO_COLLECTOR
-    """sequential, sync, async, ray, or auto (the best for this machine)."""
-    n_workers: int = 2
+    collector: str = setting(AUTO_COLLECTOR, check=_collector,
+                             metavar="sequential|sync|async|ray|auto")
+    """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
+    n_workers: int = setting(2, check=positive)
     """Worker processes / actors of the parallel collectors."""
-    red_agent: str = "B_lineAgent"
-    """Red attacker."""
-    total_episodes: int = 40_000
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker (mixed: each episode B_line or Meander)."""
+    total_episodes: int = setting(40_000, check=positive)
     """Episode budget of the whole search (never exceeded)."""
-    max_episodes: int = 6_000
+    max_episodes: int = setting(6_000, check=positive)
     """Episodes one visit of a workflow may use."""
-    min_episodes: int = 1_000
-    """Episodes of a visit before compliance may end it (compliance comes long before the reward
-    settles; see README)."""
-    pretrain_episodes: int = 10_000
-    """Warm-up before the first visit (part of the budget): each update on a workflow drawn at
-    random, so every visit starts from a policy that already defends and follows orders and the
-    visits' rewards are comparable. 0 = none (the original system: the first visit starts from
-    scratch)."""
-    episodes_per_update: int = 50
+    min_episodes: int = setting(1_000, check=non_negative)
+    """Episodes of a visit before compliance may end it (compliance comes long before the
+    reward settles)."""
+    pretrain_episodes: int = setting(10_000, check=non_negative)
+    """Warm-up before the first visit (part of the budget), one random workflow per update, so
+    every visit starts from a policy that already defends and follows orders. 0 = none (the
+    original system)."""
+    episodes_per_update: int = setting(50, check=positive)
     """Episodes collected for each PPO update."""
-    compliance_threshold: float = 0.95
+    compliance_threshold: float = setting(0.95, check=unit_interval)
     """θ: a visit ends successfully once its compliance (the mean over its last
-    `compliance_window` updates) reaches it."""
-    compliance_window: int = 3
-    """Updates averaged into a visit's compliance. 1 = the last update alone (the first search):
-    then a workflow whose policy complies 93 % of the time is called feasible as soon as one
-    update of 50 episodes crosses 0.95 by chance."""
-    alignment_lambda: float = 30.0
+    --compliance-window updates) reaches it."""
+    compliance_window: int = setting(3, check=positive)
+    """Updates averaged into a visit's compliance (1 = the last update alone, the first
+    search)."""
+    alignment_lambda: float = setting(30.0, check=non_negative)
     """λ: weight of the compliance alignment reward."""
-    patience: int = 20
+    patience: int = setting(20, check=positive)
     """Updates without a new best compliance before a visit gives up."""
-    inherit: str = "base"
-    """Where a visit starts: base (default: every visit, a repeated one too, trains from the
-    pretrained base, so each visit is an independent measurement of "base + training on this
-    workflow" and visits are comparable); closest (a first visit from the closest trained workflow
-    by Kendall distance, a repeated one from the workflow's own policy: later visits inherit
-    longer training, which is what made the first search re-train one workflow again and again);
-    scratch (a fresh policy)."""
+    inherit: str = setting("base", check=one_of(*INHERIT, what="inheritance"),
+                           metavar="|".join(INHERIT))
+    """Where a visit starts: base (every visit, a repeated one too, from the pretrained base:
+    independent, comparable measurements), closest (a first visit from the closest trained
+    workflow, a repeat from its own policy: the first search) or scratch."""
     detrend: bool = False
     """Regress the rewards on log(training episodes behind the policy) before the GP models them
-    (only needed with --inherit closest, where later visits inherit longer-trained policies)."""
-    beta: float | None = None
-    """Constant UCB β; None = the GP-UCB schedule (wfrl.search.gp)."""
-    gp_eval_episodes: int = 0
-    """0 (the reference): the GP gets the mean env reward of the visit's final training update.
-    N > 0: it gets the mean over N extra episodes of the final policy (sampling, as in training;
-    evaluation episode numbers, not counted in --total-episodes), a less noisy measurement."""
-    acquisition: str = "constrained"
-    """How the next workflow is chosen: constrained (GP-UCB of reward × probability of reaching θ,
-    from a second GP on every visit's compliance), ucb (reward-only GP-UCB, the first search),
-    random (uniformly among the workflows not yet visited: the control that shows what the models
-    add) or original (the original system's rule); training, gating and reporting stay the same."""
-    max_evaluations: int = 0
+    (only needed with --inherit closest)."""
+    beta: float | None = setting(None, check=non_negative)
+    """Constant UCB β (default: the GP-UCB schedule)."""
+    gp_eval_episodes: int = setting(0, check=non_negative)
+    """0: the GP gets the mean env reward of a visit's final training update; N > 0: the mean of
+    N extra episodes of the final policy (reserved episode numbers, outside the budget)."""
+    acquisition: str = setting("constrained", check=one_of(*ACQUISITIONS),
+                               metavar="|".join(ACQUISITIONS))
+    """How the next workflow is chosen: constrained (UCB of reward × probability of reaching θ),
+    ucb (reward only, the first search), random (uniformly among the unvisited: the control) or
+    original (the original system's rule)."""
+    max_evaluations: int = setting(0, check=non_negative)
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
     count_foothold: bool = False
     """Count red's permanent User0 foothold as compromised (the original system's rule)."""
-    seed: int = 0
+    seed: int = setting(0, check=seed_range)
     """Seed of the search, the learners and every episode."""
     out: str = "runs/latest"
     """Run directory."""
     force: bool = False
     """Replace a run already in --out."""
     ray_address: str | None = None
-    """Ray cluster to join with --collector ray (default: a private local instance)."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
+    ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 
-    def validate(self) -> "SearchConfig":
-        check_backend(self.backend)
-        if self.collector != AUTO_COLLECTOR:
-            check_collector(self.collector)
-        check_red_agent(self.red_agent)
-        for name in ("total_episodes", "max_episodes", "episodes_per_update", "n_workers",
-                     "patience", "compliance_window"):
-            _positive(name, getattr(self, name))
-        for name in ("min_episodes", "max_evaluations", "pretrain_episodes", "gp_eval_episodes"):
-            _non_negative(name, getattr(self, name))
-        _check_compliance_settings(self)
-        check_choice("inheritance", self.inherit, INHERIT)
-        check_choice("acquisition", self.acquisition, ACQUISITIONS)
-        if self.beta is not None:
-            _non_negative("beta", self.beta)
-        _check_ppo(self.ppo)
+
+@dataclass
+class ExhaustiveConfig(Settings):
+    """Every workflow trained and evaluated under one protocol (`wfrl exhaustive`)."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker."""
+    protocol: str = setting("finetune", check=one_of(*PROTOCOLS), metavar="|".join(PROTOCOLS))
+    """finetune: each workflow trains from a pretrained base; conditioned: one order-conditioned
+    policy, evaluated on each workflow."""
+    pretrain_episodes: int | None = setting(None, check=non_negative)
+    """finetune: episodes of the pretraining that gives the base (0: from scratch; default
+    10000); conditioned: training episodes of the conditioned policy (default 40000)."""
+    episodes_per_workflow: int = setting(1000, check=positive)
+    """finetune: training episodes of each workflow."""
+    episodes_per_update: int = setting(50, check=positive)
+    """Episodes collected for each PPO update."""
+    eval_episodes: int = setting(200, check=positive)
+    """Evaluation episodes per workflow."""
+    alignment_lambda: float = setting(30.0, check=non_negative)
+    """λ: weight of the compliance alignment reward."""
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    """Environment backend."""
+    collector: str = setting("sequential", check=_collector,
+                             metavar="sequential|sync|async|ray|auto")
+    """How experience is collected."""
+    n_workers: int = setting(2, check=positive)
+    """Worker processes of the parallel collectors."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the first training run."""
+    repeats: int = setting(1, check=positive)
+    """Training runs per workflow (seeds seed, seed+1, …), combined into one table whose
+    standard errors include training randomness."""
+    out: str = "runs/exhaustive"
+    """Directory for exhaustive.csv (an unfinished table there is continued)."""
+    ppo: PPOConfig = setting(factory=PPOConfig)
+    """PPO hyperparameters."""
+
+    def resolved(self) -> "ExhaustiveConfig":
+        """This config with the protocol's default pretraining length filled in."""
+        if self.pretrain_episodes is None:
+            return dataclasses.replace(self, pretrain_episodes=DEFAULT_PRETRAIN.get(self.protocol, 0))
         return self
 
     def resolved_collector(self) -> str:
         return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def _check_together(self) -> None:
+        if self.protocol == "conditioned" and self.resolved().pretrain_episodes == 0:
+            raise UserError("--protocol conditioned needs --pretrain-episodes > 0 (the "
+                            "conditioned policy's training)")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "SearchConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise UserError(f"unknown setting {unknown[0]!r} in the run's experiment_config.json")
-        d = dict(d)
-        ppo = d.pop("ppo", {}) or {}
-        if not isinstance(ppo, dict):
-            raise UserError("'ppo' in the run's experiment_config.json is not an object")
-        ppo_names = {f.name for f in dataclasses.fields(PPOConfig)}
-        bad = sorted(set(ppo) - ppo_names)
-        if bad:
-            raise UserError(f"unknown PPO setting {bad[0]!r} in the run's experiment_config.json")
-        try:
-            return cls(**d, ppo=PPOConfig(**ppo))
-        except TypeError as exc:
-            raise UserError(f"bad experiment_config.json: {exc}") from None
+
+DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000}
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation, parity and benchmarks
 
 
 @dataclass
-class EvalConfig:
-    checkpoint: str
-    """Checkpoint written by `wfrl train`."""
-    backend: str = "sim"
+class EvalConfig(Settings):
+    """Evaluating a checkpoint (`wfrl eval`)."""
+    checkpoint: str | None = None
+    """Checkpoint file, or pretrained:NAME for a policy shipped with wfrl."""
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
     """Environment backend to evaluate on."""
-    red_agent: str = "B_lineAgent"
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
     """Red attacker."""
-    episodes: int = 100
+    episodes: int = setting(100, check=positive)
     """Episodes per policy mode (greedy and sampling)."""
-    seed: int = 12345
+    seed: int = setting(12345, check=seed_range)
     """Seed of the evaluation episodes."""
-    workflow: str | None = None
-    """Workflow to condition on; default: the one the checkpoint was trained on."""
+    workflow: str | None = setting(None, check=_workflow)
+    """Condition on this workflow instead of the checkpoint's."""
 
-    def validate(self) -> "EvalConfig":
-        check_backend(self.backend)
-        check_red_agent(self.red_agent)
-        _positive("episodes", self.episodes)
-        if self.workflow is not None:
-            Workflow.parse(self.workflow)
-        return self
+    def _check_together(self) -> None:
+        if self.checkpoint is None:
+            raise UserError("eval needs --checkpoint")
+
+
+@dataclass
+class Cage2EvalConfig(Settings):
+    """The CAGE Challenge 2 evaluation protocol (`wfrl eval --cage2`)."""
+    checkpoint: str | None = None
+    """The policy for every red (a file or pretrained:NAME)."""
+    checkpoint_b_line: str | None = None
+    """The policy that plays B_lineAgent (default: --checkpoint)."""
+    checkpoint_meander: str | None = None
+    """The policy that plays RedMeanderAgent (default: --checkpoint)."""
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    """Environment backend."""
+    episodes: int = setting(1000, check=positive)
+    """Episodes per setting (episode length × red)."""
+    seed: int = setting(153, check=seed_range)
+    """Seed of the evaluation episodes."""
+    n_workers: int | None = setting(None, check=positive)
+    """Evaluation processes (default: 2 on cyborg, 1 on sim)."""
+    sampling: bool = False
+    """Sample actions instead of taking the greedy (argmax) action."""
+    workflow: str | None = setting(None, check=_workflow)
+    """Condition on this workflow instead of the checkpoint's."""
+
+    def _check_together(self) -> None:
+        if not (self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander):
+            raise UserError("--cage2 needs --checkpoint (or --checkpoint-b-line and "
+                            "--checkpoint-meander)")
+
+
+def _parity_red(name, value):
+    from wfrl.envs.base import check_red_agent
+    check_red_agent(value, allow_mixed=False)
+
+
+def _blue_policy(name, value):
+    from wfrl.parity import check_blue_policy
+    check_blue_policy(value)
+
+
+def _at_least_two(name, value):
+    if value < 2:
+        raise UserError(f"{_flag(name)} must be at least 2 (got {value})")
+
+
+@dataclass
+class ParityConfig(Settings):
+    """The simulator against the real CybORG under a built-in blue policy (`wfrl parity`)."""
+    red_agent: str = setting("B_lineAgent", check=_parity_red,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent")
+    """Red attacker."""
+    blue: str = setting("sleep", check=_blue_policy,
+                        metavar="sleep|random|react-restore|react-remove|decoy")
+    """Built-in blue policy played on both backends."""
+    episodes: int = setting(300, check=_at_least_two)
+    """CybORG episodes."""
+    sim_episodes: int | None = setting(None, check=_at_least_two)
+    """Simulator episodes (default: max(episodes, 3000))."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the episodes."""
+
+
+@dataclass
+class BenchCollectorsConfig(Settings):
+    """Every collector on the same workload (`wfrl bench collectors`)."""
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    """Environment backend."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker."""
+    n_workers: int = setting(2, check=positive)
+    """Workers of the parallel collectors."""
+    episodes: int | None = setting(None, check=positive)
+    """Episodes per collector (default: 2000 on sim, 40 on cyborg)."""
+
+
+@dataclass
+class BenchSearchConfig(Settings):
+    """Search quality on planted ground truths (`wfrl bench search --planted`)."""
+    planted: bool = False
+    """Synthetic objectives over the 120 workflows (pairwise-order and position effects,
+    feasibility by order constraints, noisy visits)."""
+    instances: int = setting(5, check=positive)
+    """Random problem instances."""
+    seeds: int = setting(20, check=positive)
+    """Optimizer runs per instance and acquisition."""
+    out: str | None = None
+    """Also write every run's record to this JSON file."""
+
+    def _check_together(self) -> None:
+        if not self.planted:
+            raise UserError("wfrl bench search needs --planted (the real-data quality benchmark "
+                            "is bench/test_bench_search.py)")

@@ -2,6 +2,7 @@
 episode budget is spent or compliance reaches the threshold."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -71,7 +72,8 @@ class BestKeeper:
 def train(cfg: TrainConfig, progress=None) -> dict:
     """Run training as configured; returns the summary that is also written to summary.json."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    cfg.validate()
+    # the run records the collector `auto` stood for on this machine
+    cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
     wf = cfg.parsed_workflow()
     run = RunDir(cfg.out, cfg.force)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
@@ -80,7 +82,7 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     net = cfg.ppo.net()
     per_update = cfg.episodes_per_update
-    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, net, cfg.seed,
+    collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, net, cfg.seed,
                                cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, per_update,
                                ray_address=cfg.ray_address)
     row_cond = np.tile(wf.onehot(), (per_update, 1))

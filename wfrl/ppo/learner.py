@@ -2,50 +2,13 @@
 per-minibatch advantage normalisation, global gradient-norm clipping)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
+from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.policy import ActorCritic
-
-
-@dataclass
-class PPOConfig:
-    lr: float = 0.002
-    """Adam learning rate (the original system's)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """GAE λ."""
-    clip: float = 0.2
-    """PPO ratio clip ε."""
-    epochs: int = 6
-    """Passes over each batch (the original system's K_epochs)."""
-    minibatches: int = 4
-    """Minibatches per epoch."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus."""
-    value_coef: float = 0.5
-    """Weight of the value loss."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
-    hidden: int = 64
-    """Units in each of the two hidden layers of actor and critic."""
-    memory: bool = False
-    """Add the defender's memory block (wfrl.features) to the policy input."""
-    mask: bool = False
-    """Never choose actions that cannot do anything (Monitor, impossible or repeated decoys)."""
-    lr_final: float = 1.0
-    """Learning rate at the end of the run as a fraction of lr (linear; 1 = constant)."""
-    entropy_final: float = 1.0
-    """Entropy weight at the end of the run as a fraction of entropy_coef (linear; 1 = constant)."""
-
-    def net(self):
-        from wfrl.ppo.netspec import NetSpec
-        return NetSpec(self.hidden, self.memory, self.mask)
 
 
 class PPOLearner:

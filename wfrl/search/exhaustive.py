@@ -26,18 +26,17 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
 from wfrl import __version__
-from wfrl.collect.base import check_collector, make_collector
-from wfrl.config import _non_negative, _positive
+from wfrl.collect.base import make_collector
+from wfrl.config import ExhaustiveConfig
 from wfrl.envs import make_backend
-from wfrl.envs.base import check_backend, check_red_agent
-from wfrl.errors import UserError, check_choice
-from wfrl.ppo.learner import PPOConfig, PPOLearner
+from wfrl.errors import UserError
+from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import base_payload, evaluate_policy, pretrain, ppo_step
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, read_csv, save_checkpoint, write_csv_atomic,
@@ -48,47 +47,6 @@ COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Complianc
                     "Run_Rewards", "Run_Compliance"]
 COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Train_Reward",
            "Train_Compliance", "Episodes", "Seconds"]
-PROTOCOLS = ("finetune", "conditioned")
-DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000}
-
-
-@dataclass
-class ExhaustiveConfig:
-    red_agent: str = "B_lineAgent"
-    protocol: str = "finetune"
-    pretrain_episodes: int | None = None  # None: DEFAULT_PRETRAIN[protocol]
-    episodes_per_workflow: int = 1000
-    episodes_per_update: int = 50
-    eval_episodes: int = 200
-    alignment_lambda: float = 30.0
-    backend: str = "sim"
-    collector: str = "sequential"
-    n_workers: int = 2
-    seed: int = 0
-    repeats: int = 1
-    out: str = "runs/exhaustive"
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-
-    def resolved(self) -> "ExhaustiveConfig":
-        """This config with the protocol's default pretraining length filled in."""
-        if self.pretrain_episodes is None:
-            return replace(self, pretrain_episodes=DEFAULT_PRETRAIN.get(self.protocol, 0))
-        return self
-
-    def validate(self) -> "ExhaustiveConfig":
-        check_choice("protocol", self.protocol, PROTOCOLS)
-        pretrain = self.resolved().pretrain_episodes
-        if self.protocol == "conditioned" and pretrain == 0:
-            raise UserError("--protocol conditioned needs --pretrain-episodes > 0 (the "
-                            "conditioned policy's training)")
-        check_backend(self.backend)
-        check_red_agent(self.red_agent)
-        check_collector(self.collector)
-        _non_negative("pretrain_episodes", pretrain)
-        for name in ("episodes_per_workflow", "episodes_per_update", "eval_episodes", "n_workers",
-                     "repeats"):
-            _positive(name, getattr(self, name))
-        return self
 
 
 def load_exhaustive(path) -> list[dict]:
@@ -273,7 +231,7 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
                    {"mode": "exhaustive", "wfrl_version": __version__, **asdict(cfg)})
     log = CsvLog(csv_path, COLUMNS, fresh=not csv_path.exists())
     n_rows = max(cfg.episodes_per_update, cfg.eval_episodes)  # episodes per collect() at most
-    collector = make_collector(cfg.collector, cfg.backend, cfg.red_agent, cfg.ppo.net(), cfg.seed,
+    collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, cfg.ppo.net(), cfg.seed,
                                cfg.alignment_lambda, False, cfg.n_workers, n_rows)
     try:
         base = _base_policy(cfg, collector, out, progress)

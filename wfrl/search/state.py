@@ -1,9 +1,10 @@
 """The search's state: what `search_state.pt` holds, as dataclasses, and the one function pair
 that writes and reads it.
 
-The file is a torch pickle (weights_only) of {"format", "format_version", "meta", "learner"}:
-"meta" is the SearchState as JSON, "learner" the state of the learner in training (weights,
-optimiser, shuffle RNG) or None between visits. It is replaced atomically (write, fsync, rename).
+The file is a torch.save archive (read back with weights_only=True) of {"format",
+"format_version", "meta", "learner"}: "meta" is the SearchState as JSON, "learner" the state of
+the learner in training (weights, optimiser, shuffle RNG) or None between visits. It is replaced
+atomically (write, fsync, rename).
 """
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_vec_targets(benchmark):
             per_step[name].append((time.perf_counter() - t) / r.env_steps)
 
     benchmark.group = "vector-env-targets"
-    benchmark.pedantic(one_round, rounds=9, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(one_round, rounds=15, iterations=1, warmup_rounds=1)
     med = {k: float(np.median(v[1:])) for k, v in per_step.items()}
     rate = {k: 1.0 / v for k, v in med.items()}
     speedup = med["cyborg"] / med["single"]

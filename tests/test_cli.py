@@ -43,6 +43,7 @@ def trained_run(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_train_writes_sane_records(trained_run):
     import torch
@@ -73,6 +74,7 @@ def test_train_writes_sane_records(trained_run):
     assert summary["episodes"] == 20 and summary["stop_reason"] == "budget"
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_eval_json(trained_run):
     out, _ = trained_run
@@ -179,6 +181,7 @@ def test_missing_cyborg_extra_is_a_clear_error(tmp_path):
     assert not (tmp_path / "o" / "experiment_config.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_parity_json():
     res = wfrl("parity", "--red-agent", "B_lineAgent", "--blue", "sleep", "--episodes", 12,
@@ -202,6 +205,7 @@ def test_train_searches_on_the_simulator_by_default(tmp_path):
     assert summary["episodes_used"] == 60 and summary["visits"] == 1
 
 
+@pytest.mark.slow
 def test_bench_collectors_json():
     res = wfrl("bench", "collectors", "--backend", "sim", "--n-workers", 2, "--episodes", 64,
                "--json")

@@ -83,6 +83,7 @@ def test_parallel_collectors_equal_sequential_on_sim(name):
     assert not leaked_segments(os.getpid())
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 @pytest.mark.parametrize("name", ["sync", "async"])
 def test_parallel_collectors_equal_sequential_on_cyborg(name):
@@ -90,6 +91,7 @@ def test_parallel_collectors_equal_sequential_on_cyborg(name):
     _same_batches(seq, _collect(name, "cyborg", 4))
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 @pytest.mark.parametrize("name", ["sync", "async"])
 def test_killed_worker_yields_complete_correct_batch(name):
@@ -118,6 +120,7 @@ def test_weights_board_versions():
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, None)])
 @pytest.mark.parametrize("collector", ["sync", "async"])
 def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code, collector):

@@ -16,6 +16,7 @@ def quiet(_line):
     pass
 
 
+@pytest.mark.slow
 def test_exhaustive_repeats_combine_and_continue(tmp_path):
     from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive, load_exhaustive
     cfg = ExhaustiveConfig(pretrain_episodes=4, episodes_per_workflow=2, episodes_per_update=2,
@@ -45,6 +46,7 @@ def test_exhaustive_repeats_combine_and_continue(tmp_path):
         exhaustive(replace(cfg, episodes_per_workflow=4), progress=quiet)
 
 
+@pytest.mark.slow
 def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     """--protocol conditioned: one policy trained on random workflows (its base.pt), every
     workflow only evaluated — so an evaluation of base.pt conditioned on a workflow reproduces

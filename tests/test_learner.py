@@ -1,6 +1,7 @@
 """The learner learns: PPO on a tiny task with a known optimum, through the real buffer, GAE and
 batch path the collectors use (no CybORG)."""
 import numpy as np
+import pytest
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.ppo.batch import to_batch
@@ -34,6 +35,7 @@ def play(policy, wf, rng, buffer=None, row=0, greedy=False):
     return total
 
 
+@pytest.mark.slow
 def test_ppo_reaches_the_known_optimum():
     # gamma 0: every step is an independent decision, so the optimum is reachable exactly.
     learner = PPOLearner(PPOConfig(hidden=32, gamma=0.0), seed=0)

@@ -66,6 +66,7 @@ def test_reference_was_made_by_this_protocol(reference):
     assert (obs.reshape(len(obs), 10, 10, 52).sum(axis=2) == s.obs_counts).all()
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_recorded_episodes_replay_exactly(reference):
     """A fresh sample of recorded episodes, replayed on the installed CybORG, reproduces each

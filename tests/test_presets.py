@@ -20,6 +20,7 @@ def _log(path):
             for r in read_csv(path / "training_log.csv")]
 
 
+@pytest.mark.slow
 def test_original_preset_reproduces_the_original_learner(tmp_path, capsys):
     assert main([*ARGS, "--ppo-preset", "original", "--out", str(tmp_path / "cli")]) == 0
     cfg = json.loads((tmp_path / "cli" / "experiment_config.json").read_text())

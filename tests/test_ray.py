@@ -102,6 +102,7 @@ def _loopback(addr):
 
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ray_batch_equals_sequential_on_sim(local_ray):
     n = 37                                       # not a multiple of the workers or the chunk
     wa, wb = perturbed_weights(seed=0), perturbed_weights(seed=1)
@@ -121,6 +122,7 @@ def test_ray_batch_equals_sequential_on_sim(local_ray):
         c.close()
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_ray_batch_equals_sequential_on_cyborg(local_ray):
     w = perturbed_weights()
@@ -152,6 +154,7 @@ class _Killer(threading.Thread):
             time.sleep(0.002)
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_killed_actor_yields_complete_identical_batch(local_ray):
     w = perturbed_weights()
@@ -245,6 +248,7 @@ def _remove_empty(path):
 
 
 
+@pytest.mark.slow
 def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
     shm_before = set(os.listdir("/dev/shm"))
     proc, home, cwd, tmp = _run_driver(tmp_path, "once")
@@ -272,6 +276,7 @@ def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
         _remove_empty(tmp)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_during_collect_leaves_no_ray_process(tmp_path, sig, code):
     """Ctrl-C (SIGINT: KeyboardInterrupt) or SIGTERM (SystemExit(143)) while collecting: the

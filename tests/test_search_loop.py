@@ -25,6 +25,7 @@ def test_closest_trained_workflow():
     assert closest_trained(wf, {wf: 5, **trained}) == wf
 
 
+@pytest.mark.slow
 def test_search_budget_records_and_inheritance(reference_run):
     out, summary = reference_run
     log = read_csv(out / "training_log.csv")
@@ -66,6 +67,7 @@ def test_search_budget_records_and_inheritance(reference_run):
         assert s["best_workflow"] in {r["Workflow"] for r in gpl if r["GP_Updated"] == "True"}
 
 
+@pytest.mark.slow
 def test_inherit_base_starts_every_new_workflow_from_the_base(tmp_path):
     summary = search(search_cfg(tmp_path / "run", total_episodes=500, inherit="base"),
                      progress=quiet)
@@ -81,6 +83,7 @@ def test_inherit_base_starts_every_new_workflow_from_the_base(tmp_path):
     assert int(first["Lineage_Episodes"]) == 100 + int(first["Episodes_Trained"])
 
 
+@pytest.mark.slow
 def test_gp_gets_no_observation_from_short_or_stub_visits(tmp_path):
     # θ = 0: every visit is "compliant" and stops at the first update past min_episodes (60):
     # 50 + 50. The budget cuts the third visit to 50 + 10: it trained its minimum, but its last
@@ -97,6 +100,7 @@ def test_gp_gets_no_observation_from_short_or_stub_visits(tmp_path):
         {"False"}
 
 
+@pytest.mark.slow
 def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_path):
     out = tmp_path / "run"
     summary = search(search_cfg(out, total_episodes=700, acquisition="random", max_episodes=100),
@@ -113,6 +117,7 @@ def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_
     assert ucb["visits"] >= 5 and ucb_ids != ids
 
 
+@pytest.mark.slow
 def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path):
     """--gp-eval-episodes N: the GP observation is the mean of N evaluation episodes of the
     visit's saved policy (reproducible from its checkpoint), not the last update's mean; training
@@ -154,6 +159,7 @@ def test_existing_run_is_not_overwritten(reference_run):
     assert (ref_out / "training_log.csv").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_auto_collector_also_trains_one_workflow(tmp_path):
     r = run_cli("train", "--workflow", "balanced", "--collector", "auto", "--total-episodes", "4",
              "--episodes-per-update", "2", "--out", str(tmp_path / "o"))

@@ -1,11 +1,13 @@
 """Judging searches against a ground truth: the workflow a search would report after k visits,
 and the quality tables over seeds and acquisitions."""
 import numpy as np
+import pytest
 
 from wfrl.ppo.learner import PPOConfig
 from wfrl.workflow import Workflow, all_workflows, kendall_distance
 
 
+@pytest.mark.slow
 def test_quality_tables_ranks_against_the_ground_truth(tmp_path):
     """quality.tabulate on two tiny searches per acquisition and a synthetic ground truth: every
     reported rank is the truth's rank of the workflow best_after picks."""

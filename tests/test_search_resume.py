@@ -18,6 +18,7 @@ from wfrl.runlog import read_csv
 from wfrl.search.loop import WorkflowSearch, search
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("die_at", [1, 8])  # during pretraining / during a visit
 def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monkeypatch, die_at):
     """The process dies after an update's log row was written but before the state commit: the
@@ -47,6 +48,7 @@ def test_resume_after_crash_between_log_and_commit(tmp_path, reference_run, monk
     assert summary["top"] == ref_summary["top"]
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
     ref_out, ref_summary = reference_run
     out = tmp_path / "run"
@@ -100,6 +102,7 @@ def test_resume_refuses_changed_settings_and_damaged_state(tmp_path, reference_r
     assert r.returncode == 2 and "not JSON" in r.stderr
 
 
+@pytest.mark.slow
 def test_resume_at_the_end_of_a_partial_pretraining_update(tmp_path, monkeypatch):
     """Pretraining of 130 episodes in updates of 50 ends with a 30-episode update; a crash right
     after it (before the base is committed) resumes without redoing or breaking anything."""
@@ -123,6 +126,7 @@ def test_resume_at_the_end_of_a_partial_pretraining_update(tmp_path, monkeypatch
         comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
 
 
+@pytest.mark.slow
 def test_killed_after_summary_before_final_commit_is_resumable(tmp_path, monkeypatch):
     real = WorkflowSearch._commit
 

@@ -10,6 +10,8 @@ holds gym-csle-cyborg, installed without its dependencies on purpose)."""
 import subprocess
 import zipfile
 
+import pytest
+
 
 def run(cmd, **kw):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
@@ -36,6 +38,7 @@ assert not bad, bad
 """
 
 
+@pytest.mark.slow
 def test_wheel_is_a_platform_wheel_with_the_compiled_core(wheel_venv):
     wheel = wheel_venv.wheel
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
@@ -49,6 +52,7 @@ def test_wheel_is_a_platform_wheel_with_the_compiled_core(wheel_venv):
     assert any("torch" in r for r in requires) and any("numpy" in r for r in requires)
 
 
+@pytest.mark.slow
 def test_wheel_installs_and_runs_in_a_fresh_venv(wheel_venv, tmp_path):
     py = str(wheel_venv.python)
     res = run([py, "-c", "import wfrl, wfrl._core as c; print(wfrl.__file__); print(c.__file__)"],

@@ -1,4 +1,4 @@
-"""The compiled CAGE2 simulator on its own: contract, seeding, batching, and SPEC.md facts that
+"""The compiled CAGE2 simulator on its own: contract, seeding, batching, and documented CAGE2 facts (docs/simulator.md) that
 hold exactly (CybORG comparisons are in test_parity.py)."""
 import numpy as np
 import pytest
@@ -73,7 +73,7 @@ def test_sleeping_red_does_nothing():
 
 
 def test_bline_vs_sleep_canonical_run():
-    """SPEC §3.1: first Impact at step index 14 in the canonical run, −1140.8 as its return; once
+    """B_line's plan (docs/simulator.md): first Impact at step index 14 in the canonical run, −1140.8 as its return; once
     OTService is down the reward is −10 − confidentiality every step."""
     be = envs.make_backend("sim", "B_lineAgent")
     returns, first = [], []
@@ -87,12 +87,12 @@ def test_bline_vs_sleep_canonical_run():
     assert min(first) == 14
     values, counts = np.unique(returns, return_counts=True)
     assert values[counts.argmax()] == -1140.8
-    assert -1138 < np.mean(returns) < -1130  # CybORG: −1134.7 ± 0.7 (SPEC §3.3)
+    assert -1138 < np.mean(returns) < -1130  # CybORG: −1134.7 ± 0.7
 
 
 @pytest.mark.parametrize("red,expected", [("B_lineAgent", -280.8), ("RedMeanderAgent", -313.8)])
 def test_restore_op_server_first_disarms_impact(red, expected):
-    """Bug B1 (SPEC §10): Restore(Op_Server0) at step 0, then Sleep — never −10; CybORG scores
+    """Quirk B1 (docs/simulator.md): Restore(Op_Server0) at step 0, then Sleep — never −10; CybORG scores
     −280.8 ± 0.2 vs B_line and −313.8 ± 1.8 vs Meander (n=300)."""
     be = envs.make_backend("sim", red)
     returns = []
@@ -107,7 +107,7 @@ def test_restore_op_server_first_disarms_impact(red, expected):
 
 
 def test_meander_vs_sleep_mean():
-    """SPEC §3.3: CybORG's RedMeanderAgent vs always-Sleep scores −977.2 ± 2.2 (n=1000)."""
+    """CybORG's RedMeanderAgent vs always-Sleep scores −977.2 ± 2.2 (n=1000)."""
     be = envs.make_backend("sim", "RedMeanderAgent")
     returns = []
     for s in range(2000):
@@ -118,7 +118,7 @@ def test_meander_vs_sleep_mean():
 
 
 def test_restore_and_remove_effects_on_observation():
-    """Restore → compromised No; Remove → Unknown when it was not No (SPEC §7.2)."""
+    """Restore → compromised No; Remove → Unknown when it was not No (docs/simulator.md, observation)."""
     be = envs.make_backend("sim", "B_lineAgent", 3)
     obs, _ = be.reset()
     seen_user = False

@@ -357,6 +357,11 @@ def test_cyborg_vector_env_has_the_same_interface_and_episodes():
             assert np.array_equal(out[4].get("final_info", out[4])["red_access"],
                                   np.stack([s[4]["red_access"] for s in steps]))
         assert out[3].all() and set(out[4]["final_info"]) == set(ref[4]["final_info"])
+        from wfrl.envs.workflow_env import VecWorkflowWrapper
+        wrapped = VecWorkflowWrapper(cy, "critical_first")
+        obs, info = wrapped.reset()
+        obs, _, _, _, info = wrapped.step(np.full(n, 15 + 8))  # Remove User0: a fix
+        assert obs.shape == (n, 77) and (info["fixes"] == 1).all()
     finally:
         cy.close()
 

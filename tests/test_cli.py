@@ -159,19 +159,12 @@ def test_corrupt_checkpoint(tmp_path):
     _assert_user_error(wfrl("eval", "--checkpoint", other), "not a wfrl checkpoint")
 
 
-def test_truncated_checkpoint(trained_run_or_skip, tmp_path):
-    data = (trained_run_or_skip / "checkpoint.pt").read_bytes()
+@pytest.mark.cyborg
+def test_truncated_checkpoint(trained_run, tmp_path):
+    data = (trained_run[0] / "checkpoint.pt").read_bytes()
     cut = tmp_path / "cut.pt"
     cut.write_bytes(data[: len(data) // 2])
     _assert_user_error(wfrl("eval", "--checkpoint", cut), "cannot read checkpoint")
-
-
-@pytest.fixture
-def trained_run_or_skip(request):
-    from conftest import CYBORG
-    if not CYBORG:
-        pytest.skip("needs CybORG to produce a checkpoint")
-    return request.getfixturevalue("trained_run")[0]
 
 
 def test_missing_cyborg_extra_is_a_clear_error(tmp_path):

@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 from _helpers import live_session_processes, perturbed_weights
 
-pytestmark = pytest.mark.ray
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfrl[ray]')")
+from wfrl.collect import ray_exec
+from wfrl.collect.base import make_collector
+from wfrl.collect.ray_exec import LocalRay, RayCollector
+from wfrl.collect.shm import leaked_segments
+from wfrl.errors import BackendUnavailable
+from wfrl.workflow import Workflow
 
-from wfrl.collect import ray_exec  # noqa: E402
-from wfrl.collect.base import make_collector  # noqa: E402
-from wfrl.collect.ray_exec import LocalRay, RayCollector  # noqa: E402
-from wfrl.collect.shm import leaked_segments  # noqa: E402
-from wfrl.errors import BackendUnavailable  # noqa: E402
-from wfrl.workflow import Workflow  # noqa: E402
+pytestmark = pytest.mark.ray  # skipped with the reason by tests/conftest.py when Ray is absent
 
 WF = Workflow.parse("critical_first")
 ARGS = ("RedMeanderAgent", 32, 5, 1.5, False)   # red agent, hidden, seed, lambda, count_foothold

@@ -198,6 +198,24 @@ def test_constrained_search_avoids_infeasible_workflows_on_a_planted_problem():
     assert all(r["max_visits_share"] <= 0.5 for r in res)
 
 
+def test_acquisition_spreads_visits_where_one_shared_model_re_measured_one_workflow(monkeypatch):
+    """Planted instance 4, seed 12: with the reward model of the report also steering the search
+    (and the P(feasible) floor switched on by the one workflow seen feasible), 12 of the first 15
+    evaluations went to workflow 78 (rank 19). The acquisition's own reward model (length scale
+    <= 4, signal variance >= 1) with the floor rule "new" spreads them and reports a top-5
+    workflow."""
+    import wfrl.search.optimizer as optimizer
+    inst = planted_instance(4)
+    new = run_one(inst, "constrained", 12, 15, (15,))
+    assert np.bincount(new["picks"]).max() <= 15 // 3
+    assert new["ranks"][15] <= 5
+    monkeypatch.setattr(optimizer, "ACQ_REWARD_MAX_LENGTH_SCALE", optimizer.REWARD_MAX_LENGTH_SCALE)
+    monkeypatch.setattr(optimizer, "ACQ_REWARD_MIN_SIGNAL", optimizer.REWARD_MIN_SIGNAL)
+    monkeypatch.setattr(optimizer, "PF_FLOOR_RULE", "any")
+    old = run_one(inst, "constrained", 12, 15, (15,))
+    assert np.bincount(old["picks"]).max() >= 10 and old["ranks"][15] > 5
+
+
 def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
     import subprocess
     import sys

@@ -21,11 +21,14 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from wfrl import _core
 from wfrl.envs.base import N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS, check_red_agent
 from wfrl.errors import UserError
 
 # wfrl._core's codes for gymnasium's modes (csrc/wfrl_vec.h)
-_MODE_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
+_MODE_CODES = {AutoresetMode.NEXT_STEP: _core.AUTORESET_NEXT_STEP,
+               AutoresetMode.SAME_STEP: _core.AUTORESET_SAME_STEP,
+               AutoresetMode.DISABLED: _core.AUTORESET_DISABLED}
 _WRITE_INTO_FRESH_FROM = 1024
 
 
@@ -94,7 +97,6 @@ class Cage2VectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int, red_agent="B_lineAgent", seed: int | None = None,
                  autoreset_mode=AutoresetMode.NEXT_STEP, copy: bool = True):
-        from wfrl._core import RED_KINDS, Cage2Vec
         self.num_envs = check_num_envs(num_envs)
         self.red_agents = red_agents_per_env(red_agent, self.num_envs)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
@@ -105,8 +107,8 @@ class Cage2VectorEnv(VectorEnv):
         self.single_action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        kinds = np.array([RED_KINDS[r] for r in self.red_agents], dtype=np.uint8)
-        self._core = Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
+        kinds = np.array([_core.RED_KINDS[r] for r in self.red_agents], dtype=np.uint8)
+        self._core = _core.Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
                               initial_seeds(seed, self.num_envs))
         # copy=True: from this many envs on, fresh arrays are handed to each step to write into
         # instead of copying the results afterwards (measured: ~15 % faster at 4,096 envs, the

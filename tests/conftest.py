@@ -1,5 +1,5 @@
 """Test-suite wiring: one hook that skips, with the reason, tests whose heavy part is absent
-(marker `cyborg`: the real CybORG; marker `ray`: Ray), and the session fixture of a venv with
+(marker `cyborg`: the real CybORG; `ray`: Ray; `sb3`: Stable-Baselines3), and the session fixture of a venv with
 wfrl installed from a freshly built wheel (tests/test_wheel.py, the Ray cluster test)."""
 import dataclasses
 import importlib.util
@@ -27,11 +27,14 @@ def _cyborg_available():
 
 CYBORG = _cyborg_available()
 RAY = importlib.util.find_spec("ray") is not None
+SB3 = importlib.util.find_spec("stable_baselines3") is not None
 
 _ABSENT = {
     "cyborg": (CYBORG, "CybORG is not installed (pip install 'wfrl[cyborg]' and gym-csle-cyborg "
                        "--no-deps; scripts/setup.sh does it)"),
     "ray": (RAY, "Ray is not installed (pip install 'wfrl[ray]'; scripts/setup.sh does it)"),
+    "sb3": (SB3, "Stable-Baselines3 is not installed (pip install 'wfrl[sb3]'; the [cyborg] extra "
+                 "brings it too)"),
 }
 
 

@@ -98,6 +98,7 @@ def test_existing_run_is_not_overwritten(trained_run):
     assert _digest(out) == before
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_training_stops_early_on_compliance(tmp_path):
     res = wfrl("train", "--workflow", WF, "--total-episodes", 50, "--episodes-per-update", 2,
@@ -138,6 +139,7 @@ def test_bad_input_is_one_line_exit_2(args, fragment, tmp_path):
     assert not (tmp_path / "o" / "experiment_config.json").exists()
 
 
+@pytest.mark.slow
 def test_unwritable_output_directory(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("keep me")
@@ -148,6 +150,7 @@ def test_unwritable_output_directory(tmp_path):
     _assert_user_error(res, "not a directory")
 
 
+@pytest.mark.slow
 def test_corrupt_checkpoint(tmp_path):
     bad = tmp_path / "ck.pt"
     bad.write_bytes(b"\x80\x02 definitely not a checkpoint")
@@ -188,6 +191,7 @@ def test_parity_json():
     assert text.returncode == 0 and "TOST" in text.stdout
 
 
+@pytest.mark.slow
 def test_train_searches_on_the_simulator_by_default(tmp_path):
     res = wfrl("train", "--total-episodes", 60, "--pretrain-episodes", 20,
                "--episodes-per-update", 20, "--out", tmp_path)

@@ -24,16 +24,16 @@ def _load(name):
 
 @pytest.fixture
 def one_thread():
-    torch = pytest.importorskip("torch")
+    import torch
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
 
 
+@pytest.mark.sb3
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sb3_ppo_beats_the_random_policy(seed, one_thread):
-    pytest.importorskip("stable_baselines3")
     ex = _load("sb3_ppo")
     out = ex.main(["--total-timesteps", "8192", "--seed", str(seed), "--eval-episodes", "40"])
     trained, rand = out["trained"], out["random"]
@@ -42,8 +42,8 @@ def test_sb3_ppo_beats_the_random_policy(seed, one_thread):
     assert trained["return"] > rand["return"] + max(margin, 100.0), (trained, rand)
 
 
+@pytest.mark.sb3
 def test_sb3_adapter_contract():
-    pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import VecMonitor
 
     from wfrl.envs.sb3 import SB3VecEnv

@@ -185,6 +185,7 @@ def test_bline_vs_sleep_trajectories_are_reproduced_step_by_step(records):
     assert abs(p_c - p_s) <= 4.5 * math.sqrt(p_c * (1 - p_c) / n + p_s * (1 - p_s) / sim.n)
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_restore_of_op_server_disarms_impact_on_both_backends():
     """Bug B1: after any Restore(Op_Server0) the OTService is never stopped again."""

@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_cage2_core_is_clean_under_asan_and_ubsan(tmp_path):
     exe = tmp_path / "check_cage2"

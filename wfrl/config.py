@@ -94,15 +94,19 @@ def setting(default=dataclasses.MISSING, *, check=None, metavar=None, factory=No
 
 @functools.lru_cache(maxsize=None)
 def field_docs(cls) -> dict[str, str]:
-    """{field name: its attribute docstring, whitespace-normalised} from the class source."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
+    """{field name: its attribute docstring, whitespace-normalised} from the source of the class
+    and of the config classes it inherits fields from."""
     out = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
-                and isinstance(nxt.value.value, str):
-            out[node.target.id] = " ".join(nxt.value.value.split())
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        body = tree.body[0].body
+        for node, nxt in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                    and isinstance(nxt.value.value, str):
+                out[node.target.id] = " ".join(nxt.value.value.split())
     return out
 
 
@@ -263,7 +267,34 @@ def best_collector() -> str:
     return "async" if (os.cpu_count() or 1) >= 2 else "sequential"
 
 
+RED_METAVAR = "B_lineAgent|RedMeanderAgent|SleepAgent|mixed"
+COLLECTOR_METAVAR = "sequential|sync|async|ray|auto"
+
+
+@dataclass
 class _RunSettings(Settings):
+    """Settings a single-workflow run and a search share, with the same defaults."""
+    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
+    n_workers: int = setting(2, check=positive)
+    """Worker processes / actors of the parallel collectors."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
+    """Red attacker (mixed: each episode B_line or Meander)."""
+    alignment_lambda: float = setting(30.0, check=non_negative)
+    """λ: weight of the compliance alignment reward."""
+    count_foothold: bool = False
+    """Count red's permanent User0 foothold as compromised (the original system's rule)."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the learners and of every episode (env and action sampling)."""
+    out: str = "runs/latest"
+    """Run directory for config, logs and checkpoints."""
+    force: bool = False
+    """Replace a run already in --out (its files are replaced)."""
+    ray_address: str | None = None
+    """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
+    ppo: PPOConfig = setting(factory=PPOConfig)
+    """PPO hyperparameters."""
+
     def resolved_collector(self) -> str:
         return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
 
@@ -273,43 +304,21 @@ class TrainConfig(_RunSettings):
     """Training one workflow (`wfrl train --workflow W`)."""
     workflow: str = setting("balanced", check=_workflow)
     """Priority order of the unit types (comma or arrow separated) or a canonical name."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
-    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
-    collector: str = setting("sequential", check=_collector,
-                             metavar="sequential|sync|async|ray|auto")
+    collector: str = setting("sequential", check=_collector, metavar=COLLECTOR_METAVAR)
     """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
-    n_workers: int = setting(2, check=positive)
-    """Worker processes / actors of the parallel collectors."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
-    """Red attacker (mixed: each episode B_line or Meander)."""
     total_episodes: int = setting(1000, check=positive)
     """Episode budget of the run."""
     episodes_per_update: int = setting(10, check=positive)
     """Episodes collected for each PPO update."""
     min_episodes: int = setting(0, check=non_negative)
     """Episodes before compliance may stop training early."""
-    alignment_lambda: float = setting(30.0, check=non_negative)
-    """λ: weight of the compliance alignment reward."""
     compliance_threshold: float = setting(0.95, check=unit_interval)
     """θ: stop once an update's mean compliance reaches it (after --min-episodes)."""
-    count_foothold: bool = False
-    """Count red's permanent User0 foothold as compromised (the original system's rule)."""
-    seed: int = setting(0, check=seed_range)
-    """Seed of the learner and of every episode (env and action sampling)."""
-    out: str = "runs/latest"
-    """Run directory for config, logs and checkpoints."""
-    force: bool = False
-    """Replace a run already in --out (its files are replaced)."""
-    ray_address: str | None = None
-    """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
     eval_every: int = setting(0, check=non_negative)
     """Evaluate the greedy policy every this many training episodes on reserved episodes and
     keep the best as best.pt (0: never)."""
     eval_episodes: int = setting(500, check=positive)
     """Episodes of each periodic evaluation."""
-    ppo: PPOConfig = setting(factory=PPOConfig)
-    """PPO hyperparameters."""
 
     def parsed_workflow(self):
         from wfrl.workflow import Workflow
@@ -326,16 +335,8 @@ class TrainConfig(_RunSettings):
 @dataclass
 class SearchConfig(_RunSettings):
     """A GP-UCB workflow search (`wfrl train` without --workflow)."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
-    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
-    collector: str = setting(AUTO_COLLECTOR, check=_collector,
-                             metavar="sequential|sync|async|ray|auto")
+    collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
     """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
-    n_workers: int = setting(2, check=positive)
-    """Worker processes / actors of the parallel collectors."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
-    """Red attacker (mixed: each episode B_line or Meander)."""
     total_episodes: int = setting(40_000, check=positive)
     """Episode budget of the whole search (never exceeded)."""
     max_episodes: int = setting(6_000, check=positive)
@@ -355,8 +356,6 @@ class SearchConfig(_RunSettings):
     compliance_window: int = setting(3, check=positive)
     """Updates averaged into a visit's compliance (1 = the last update alone, the first
     search)."""
-    alignment_lambda: float = setting(30.0, check=non_negative)
-    """λ: weight of the compliance alignment reward."""
     patience: int = setting(20, check=positive)
     """Updates without a new best compliance before a visit gives up."""
     inherit: str = setting("base", check=one_of(*INHERIT, what="inheritance"),
@@ -379,18 +378,6 @@ class SearchConfig(_RunSettings):
     original (the original system's rule)."""
     max_evaluations: int = setting(0, check=non_negative)
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
-    count_foothold: bool = False
-    """Count red's permanent User0 foothold as compromised (the original system's rule)."""
-    seed: int = setting(0, check=seed_range)
-    """Seed of the search, the learners and every episode."""
-    out: str = "runs/latest"
-    """Run directory."""
-    force: bool = False
-    """Replace a run already in --out."""
-    ray_address: str | None = None
-    """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
-    ppo: PPOConfig = setting(factory=PPOConfig)
-    """PPO hyperparameters."""
 
 
 @dataclass

@@ -55,7 +55,8 @@ class WheelVenv:
     python: Path     # its interpreter
 
 
-def _run(cmd, **kw):
+def run_ok(cmd, **kw):
+    """Run a command; fail the test with its output unless it exits 0."""
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
     assert res.returncode == 0, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
     return res
@@ -68,16 +69,16 @@ def wheel_venv(tmp_path_factory):
     only other entry is a path line to this environment's site-packages (no .pth file of it is
     executed there, so the editable checkout stays invisible)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
+    run_ok([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
           str(ROOT)])
     wheels = list((tmp / "dist").glob("wfrl-*.whl"))
     assert len(wheels) == 1, wheels
     venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
+    run_ok([sys.executable, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
-    site = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    site = run_ok([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
                 ).stdout.strip()
     (Path(site) / "wfrl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+    run_ok([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
           str(wheels[0])])
     return WheelVenv(wheel=wheels[0], root=venv, python=py)

@@ -7,16 +7,12 @@ from this checkout; its third-party dependencies come from the test environment 
 entry instead of a second multi-gigabyte download, and a check confirms that the wheel's
 declared requirements are met by them (checked per requirement: the environment as a whole
 holds gym-csle-cyborg, installed without its dependencies on purpose)."""
-import subprocess
 import zipfile
 
 import pytest
+from conftest import run_ok as run
 
 
-def run(cmd, **kw):
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
-    assert res.returncode == 0, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
-    return res
 
 
 # Every unconditional Requires-Dist of the installed wfrl is present in a version it allows.

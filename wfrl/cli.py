@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 import sys
 
+from wfrl.config import flag_name
 from wfrl.errors import UserError
 
 EXIT_USAGE = 2
@@ -185,10 +186,6 @@ def _given(a, names) -> dict:
     return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def _names(cls, exclude=("ppo",)):
     import dataclasses
     return [f.name for f in dataclasses.fields(cls) if f.name not in exclude]
@@ -209,8 +206,8 @@ def _cmd_train(a) -> int:
                             "cannot be changed")
         fixed = [k for k in list(given) + list(ppo_given) if k not in RUNTIME_ONLY]
         if fixed:
-            raise UserError(f"--resume continues with the run's stored settings; {_flag(fixed[0])}"
-                            f" cannot be changed (only {', '.join(map(_flag, RUNTIME_ONLY))})")
+            raise UserError(f"--resume continues with the run's stored settings; {flag_name(fixed[0])}"
+                            f" cannot be changed (only {', '.join(map(flag_name, RUNTIME_ONLY))})")
         from wfrl.search.loop import resume_config, search
         search(resume_config(a.resume, _given(a, RUNTIME_ONLY)), resume=True)
         return 0
@@ -219,7 +216,7 @@ def _cmd_train(a) -> int:
     if a.workflow is not None:
         bad = [k for k in given if k not in train_names]
         if bad:
-            raise UserError(f"{_flag(bad[0])} belongs to the workflow search; it does not apply "
+            raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
                             "with --workflow")
         cfg = TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
         from wfrl.train import train
@@ -227,7 +224,7 @@ def _cmd_train(a) -> int:
         return 0
     bad = [k for k in given if k not in search_names]
     if bad:
-        raise UserError(f"{_flag(bad[0])} applies to single-workflow training (--workflow)")
+        raise UserError(f"{flag_name(bad[0])} applies to single-workflow training (--workflow)")
     cfg = SearchConfig(**given, ppo=ppo).validate()
     from wfrl.search.loop import search
     search(cfg)
@@ -252,7 +249,7 @@ def _cmd_eval_cage2(a, given) -> int:
     from wfrl.config import Cage2EvalConfig
     bad = [k for k in given if k not in _names(Cage2EvalConfig)]
     if bad:
-        raise UserError(f"{_flag(bad[0])} does not apply with --cage2 (it plays every red)")
+        raise UserError(f"{flag_name(bad[0])} does not apply with --cage2 (it plays every red)")
     cfg = Cage2EvalConfig(**given).validate()
     from wfrl.cage2_eval import cage2_evaluate, format_table
     cks = {"all": cfg.checkpoint, "b_line": cfg.checkpoint_b_line,
@@ -272,7 +269,7 @@ def _cmd_eval(a) -> int:
         return _cmd_eval_cage2(a, given)
     bad = [k for k in given if k not in _names(EvalConfig)]
     if bad:
-        raise UserError(f"{_flag(bad[0])} goes with --cage2")
+        raise UserError(f"{flag_name(bad[0])} goes with --cage2")
     cfg = EvalConfig(**given).validate()
     from wfrl.evaluate import evaluate
     res = evaluate(cfg)

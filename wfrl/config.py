@@ -22,28 +22,29 @@ from wfrl.errors import UserError, check_choice
 # Declaring and checking settings
 
 
-def _flag(name: str) -> str:
+def flag_name(name: str) -> str:
+    """The command-line flag of a setting: seed -> --seed, alignment_lambda -> --alignment-lambda."""
     return "--" + name.replace("_", "-")
 
 
 def positive(name: str, value) -> None:
     if value <= 0:
-        raise UserError(f"{_flag(name)} must be positive (got {value})")
+        raise UserError(f"{flag_name(name)} must be positive (got {value})")
 
 
 def non_negative(name: str, value) -> None:
     if value < 0:
-        raise UserError(f"{_flag(name)} must be non-negative (got {value})")
+        raise UserError(f"{flag_name(name)} must be non-negative (got {value})")
 
 
 def unit_interval(name: str, value) -> None:
     if not 0.0 <= value <= 1.0:
-        raise UserError(f"{_flag(name)} must lie in [0, 1] (got {value})")
+        raise UserError(f"{flag_name(name)} must lie in [0, 1] (got {value})")
 
 
 def open_unit_interval(name: str, value) -> None:
     if not 0.0 < value < 1.0:
-        raise UserError(f"{_flag(name)} must lie in (0, 1) (got {value})")
+        raise UserError(f"{flag_name(name)} must lie in (0, 1) (got {value})")
 
 
 SEED_LIMIT = 2 ** 63
@@ -52,7 +53,7 @@ SEED_LIMIT = 2 ** 63
 def seed_range(name: str, value) -> None:
     """Seeds feed numpy's SeedSequence and 64-bit C generators: whole numbers in [0, 2^63)."""
     if not 0 <= value < SEED_LIMIT:
-        raise UserError(f"{_flag(name)} must be a whole number in [0, 2^63) (got {value})")
+        raise UserError(f"{flag_name(name)} must be a whole number in [0, 2^63) (got {value})")
 
 
 def one_of(*choices: str, what: str | None = None):
@@ -127,7 +128,7 @@ def _check_fields(cfg) -> None:
         if value is None:
             if optional:
                 continue
-            raise UserError(f"{_flag(f.name)} needs a value")
+            raise UserError(f"{flag_name(f.name)} needs a value")
         if dataclasses.is_dataclass(value):
             _check_fields(value)
             continue
@@ -138,13 +139,13 @@ def _check_fields(cfg) -> None:
         elif kind == "float":
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if ok and not math.isfinite(value):
-                raise UserError(f"{_flag(f.name)} must be a finite number (got {value})")
+                raise UserError(f"{flag_name(f.name)} must be a finite number (got {value})")
         elif kind == "str":
             ok = isinstance(value, str)
         else:
             ok = True
         if not ok:
-            raise UserError(f"{_flag(f.name)} must be {kind} (got {value!r})")
+            raise UserError(f"{flag_name(f.name)} must be {kind} (got {value!r})")
         check = f.metadata.get("check")
         if check is not None:
             check(f.name, value)
@@ -260,6 +261,11 @@ INHERIT = ("base", "closest", "scratch")
 PROTOCOLS = ("finetune", "conditioned")
 
 
+def resolve_collector(name: str) -> str:
+    """The collector a run uses: `auto` stands for best_collector(), any other name for itself."""
+    return best_collector() if name == AUTO_COLLECTOR else name
+
+
 def best_collector() -> str:
     """The collector `auto` stands for: async when the machine has a second core for its workers
     (collection then overlaps between workers while the PPO update runs here), else sequential."""
@@ -296,7 +302,7 @@ class _RunSettings(Settings):
     """PPO hyperparameters."""
 
     def resolved_collector(self) -> str:
-        return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
+        return resolve_collector(self.collector)
 
 
 @dataclass
@@ -424,7 +430,7 @@ class ExhaustiveConfig(Settings):
         return self
 
     def resolved_collector(self) -> str:
-        return best_collector() if self.collector == AUTO_COLLECTOR else self.collector
+        return resolve_collector(self.collector)
 
     def _check_together(self) -> None:
         if self.protocol == "conditioned" and self.resolved().pretrain_episodes == 0:
@@ -501,7 +507,7 @@ def _blue_policy(name, value):
 
 def _at_least_two(name, value):
     if value < 2:
-        raise UserError(f"{_flag(name)} must be at least 2 (got {value})")
+        raise UserError(f"{flag_name(name)} must be at least 2 (got {value})")
 
 
 @dataclass

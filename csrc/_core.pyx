@@ -381,6 +381,42 @@ def memory_trace(const float[:, ::1] obs, const int32_t[::1] actions):
     return feats, allowed
 
 
+def memory_rows(const float[:, :, ::1] obs, const int32_t[:, ::1] actions,
+                const int32_t[::1] lengths, bint memory=True, bint mask=True):
+    """The compiled memory over recorded episodes (rows of a trajectory buffer), flattened the
+    way the learner's batch is: row 0's steps 0..lengths[0]-1, then row 1's, … obs [R, T, 52] is
+    the observation each action was chosen on, actions [R, T] the actions. Returns (features
+    float32 [N, MEM_DIM] or None, allowed uint8 [N, 145] or None), N = sum(lengths). Plain-Python
+    twin: wfrl.features.memory_and_masks (indexed by the valid steps)."""
+    cdef Py_ssize_t R = obs.shape[0], T = obs.shape[1], r, t, k = 0, N = 0
+    _need(obs.shape[2] == WFRL_OBS_DIM and actions.shape[0] == R and actions.shape[1] == T
+          and lengths.shape[0] >= R, "memory_rows: obs must be [R, T, 52], actions [R, T], "
+          "lengths [R]")
+    for r in range(R):
+        _need(0 <= lengths[r] <= T, f"memory_rows: length {lengths[r]} of row {r} not in 0..{T}")
+        N += lengths[r]
+        for t in range(lengths[r]):
+            _need(0 <= actions[r, t] < WFRL_N_ACTIONS,
+                  f"memory_rows: action {actions[r, t]} out of range")
+    feats = np.zeros((N if memory else 0, WFRL_MEM_DIM), np.float32)
+    allowed = np.zeros((N if mask else 0, WFRL_N_ACTIONS), np.uint8)
+    cdef float[:, ::1] fv = feats
+    cdef uint8_t[:, ::1] av = allowed
+    cdef wfrl_memory m
+    with nogil:
+        for r in range(R):
+            wfrl_memory_begin(&m)
+            for t in range(lengths[r]):
+                wfrl_memory_update(&m, &obs[r, t, 0])
+                if memory:
+                    wfrl_memory_features(&m, &fv[k, 0])
+                if mask:
+                    wfrl_memory_mask(&m, &av[k, 0])
+                wfrl_memory_acted(&m, actions[r, t])
+                k += 1
+    return (feats if memory else None), (allowed if mask else None)
+
+
 cdef void *_aligned(object storage):
     """Pointer to a 64-byte aligned address inside a numpy uint8 array (with 64 spare bytes)."""
     cdef uint8_t[::1] raw = storage

@@ -206,3 +206,38 @@ def test_parallel_collectors_carry_the_memory_network(name):
     assert rows["sequential"][0] == rows[name][0]
     np.testing.assert_array_equal(rows["sequential"][1], rows[name][1])
     np.testing.assert_array_equal(rows["sequential"][2], rows[name][2])
+
+
+def test_memory_rows_equals_its_python_twin_on_recorded_buffers():
+    # The learner's batch builds the memory block and masks with the compiled memory_rows; its
+    # plain-Python twin is memory_and_masks over the valid steps. Recorded episodes of both reds,
+    # rows of different lengths (partially filled buffer), and an empty row in the middle.
+    from wfrl._core import memory_rows
+    from wfrl.collect.base import make_collector
+    from wfrl.ppo.batch import reference_memory_rows
+    from wfrl.ppo.netspec import NetSpec
+    from wfrl.workflow import Workflow
+    net = NetSpec(hidden=16, memory=True, mask=True)
+    rng = np.random.default_rng(4)
+    col = make_collector("sequential", "sim", "mixed", net, 4, 30.0, False, 1, 9)
+    try:
+        weights = (rng.standard_normal(net.n_params) * 0.3).astype(np.float32)
+        col.collect(weights, 0, Workflow.parse("balanced"), 40, 9)
+        a = {k: v.copy() for k, v in col.buffer.arrays.items()}
+    finally:
+        col.close()
+    a["lengths"][2] = 0
+    a["lengths"][5] = 37
+    for memory, mask in ((True, True), (True, False), (False, True)):
+        got = memory_rows(a["obs"], a["actions"], a["lengths"], memory, mask)
+        want = reference_memory_rows(a["obs"], a["actions"], a["lengths"], memory, mask)
+        for g, w in zip(got, want):
+            assert (g is None) == (w is None)
+            if g is not None:
+                assert len(g) == a["lengths"].sum()
+                np.testing.assert_array_equal(g, w)
+    assert len(np.unique(a["actions"][0][:100])) > 5      # the episodes really vary
+    with pytest.raises(ValueError):
+        bad = a["actions"].copy()
+        bad[0, 0] = 145
+        memory_rows(a["obs"], bad, a["lengths"])

@@ -57,3 +57,55 @@ def test_ppo_reaches_the_known_optimum():
     assert np.mean(greedy) >= 0.95 * L   # optimum is L
     assert stats["value_loss"] < 0.05      # the critic learned the per-step value too
     assert learner.version == 100
+
+
+def _recorded_batch(mask: bool, seed: int = 3):
+    """A real batch: simulator episodes of an untrained policy through the collector and to_batch
+    (memory block and mask as configured)."""
+    from wfrl.collect.base import make_collector
+    cfg = PPOConfig(hidden=32, memory=mask, mask=mask)
+    learner = PPOLearner(cfg, seed=seed)
+    wf = Workflow.parse("critical_first")
+    col = make_collector("sequential", "sim", "mixed", cfg.net(), seed, 30.0, False, 1, 12)
+    try:
+        col.collect(learner.flat_weights(), 0, wf, 100, 12)
+        return cfg, to_batch(col.buffer, np.tile(wf.onehot(), (12, 1)), cfg.gamma,
+                             cfg.gae_lambda, cfg.net())
+    finally:
+        col.close()
+
+
+@pytest.mark.parametrize("mask", [True, False])
+def test_fast_update_equals_the_reference_update(mask):
+    # The default update (additive mask, per-epoch gathers, fused Adam) against the original code
+    # path on the same real batch, three updates in a row: the same statistics and weights up to
+    # float32 rounding, and the same minibatch shuffles (the generators end in the same state).
+    cfg, batch = _recorded_batch(mask)
+    if mask:
+        assert not batch.masks.all()           # some actions really are masked
+    fast, ref = PPOLearner(cfg, seed=9), PPOLearner(cfg, seed=9, reference=True)
+    np.testing.assert_array_equal(fast.flat_weights(), ref.flat_weights())
+    for _ in range(3):
+        sf, sr = fast.update(batch), ref.update(batch)
+        for k in sr:
+            assert sf[k] == pytest.approx(sr[k], rel=1e-4, abs=1e-6), k
+    np.testing.assert_allclose(fast.flat_weights(), ref.flat_weights(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(fast.flat_weights(), PPOLearner(cfg, seed=9).flat_weights())  # moved
+    assert fast._gen.get_state().equal(ref._gen.get_state())
+    assert fast.version == ref.version == 3
+
+
+def test_fast_update_masked_actions_get_no_gradient_and_no_probability():
+    # A masked action's logit receives no gradient through the added bias: its weights row of the
+    # actor's last layer stays where it was when every sample masks it.
+    cfg, batch = _recorded_batch(True)
+    batch.masks[:, 7] = False
+    batch.actions[batch.actions == 7] = 8
+    learner = PPOLearner(cfg, seed=2)
+    last = learner.model.actor[4]
+    before_w, before_b = last.weight[7].detach().clone(), last.bias[7].item()
+    learner.update(batch)
+    # Adam moves a parameter only when it got a gradient at some step
+    assert np.array_equal(last.weight[7].detach().numpy(), before_w.numpy())
+    assert last.bias[7].item() == before_b
+    assert not np.array_equal(last.weight[8].detach().numpy(), before_w.numpy())

@@ -7,10 +7,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wfrl._core import memory_rows
 from wfrl.collect.buffer import allocate_flat
-from wfrl.features import memory_and_masks
 from wfrl.ppo.gae import gae
 from wfrl.ppo.netspec import as_netspec
+
+
+def reference_memory_rows(obs, actions, lengths, memory=True, mask=True):
+    """Plain-Python twin of wfrl._core.memory_rows: wfrl.features.memory_and_masks over the rows,
+    flattened to the valid steps (row by row)."""
+    from wfrl.features import memory_and_masks
+    rows = obs.shape[0]
+    valid = np.arange(obs.shape[1])[None, :] < np.asarray(lengths)[:rows, None]
+    feats, allowed = memory_and_masks(obs, actions, memory, mask)
+    return (feats[valid] if memory else None), (allowed[valid].astype(np.uint8) if mask else None)
 
 
 @dataclass
@@ -36,8 +46,9 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -
     Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
     row_cond: float32 [n_rows, 25], the workflow one-hot each row was collected under.
     net: the policy's NetSpec (or a hidden width); with `memory` the memory block of every step is
-    rebuilt from the row's observations and actions (wfrl.features, the twin of what the rollout
-    loop computed), with `mask` the allowed actions likewise.
+    rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
+    own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
+    likewise.
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays
@@ -48,15 +59,11 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -
     parts = [flat["obs"][:n]]
     masks = None
     if net.memory or net.mask:
-        used = int(a["lengths"].astype(bool).nonzero()[0].max()) + 1 if n else 0
-        T = buffer.T
-        valid = np.arange(T)[None, :] < a["lengths"][:used, None]
-        feats, allowed = memory_and_masks(a["obs"][:used], a["actions"][:used], net.memory,
-                                          net.mask)
+        feats, allowed = memory_rows(a["obs"], a["actions"], a["lengths"], net.memory, net.mask)
         if net.memory:
-            parts.append(feats[valid])
+            parts.append(feats)
         if net.mask:
-            masks = allowed[valid]
+            masks = allowed.view(bool)
     parts.append(row_cond[flat["rows"][:n]])
     obs = np.concatenate(parts, axis=1)
     return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],

@@ -1,5 +1,19 @@
 """One PPO update on a flat batch (clipped surrogate, value loss, entropy bonus, minibatch epochs,
-per-minibatch advantage normalisation, global gradient-norm clipping)."""
+per-minibatch advantage normalisation, global gradient-norm clipping).
+
+Two implementations of the same update: `update` (the default) and `update_reference` (the
+original code path, kept for comparison and held equal to it by tests/test_learner.py). The
+default one differs only in how the numbers are computed:
+
+- the action mask is applied as an added bias instead of masked_fill, and the entropy's
+  probabilities come from exp(log p · allowed) · allowed: masked_fill and exp of a −1e9 logit
+  (float underflow takes exp's slow path) were half of the reference update's time;
+- each epoch gathers its shuffled batch once (index_select) and slices minibatches from it,
+  instead of fancy-indexing every tensor per minibatch;
+- fused Adam, foreach gradient clipping, and statistics kept as tensors until the end (no .item()
+  per minibatch).
+The minibatch shuffles draw the same permutations from the learner's generator, so both paths
+visit the same minibatches."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,14 +25,21 @@ from wfrl.ppo.batch import Batch
 from wfrl.ppo.policy import ActorCritic
 
 
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
+
+
 class PPOLearner:
-    def __init__(self, cfg: PPOConfig, seed: int = 0):
+    """reference=True: the original update path (update_reference, unfused Adam) for `update`."""
+
+    def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False):
         self.cfg = cfg
+        self.reference = reference
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
         self.net = cfg.net()
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5,
+                                    **({} if reference else {"fused": True}))
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
 
@@ -35,6 +56,68 @@ class PPOLearner:
         return self.model.flat_weights()
 
     def update(self, batch: Batch) -> dict:
+        """One PPO update on `batch`; returns the mean of each statistic over its minibatches."""
+        if self.reference:
+            return self.update_reference(batch)
+        cfg = self.cfg
+        n = len(batch)
+        obs = torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32))
+        actions = torch.from_numpy(np.asarray(batch.actions, np.int64))
+        old_logp = torch.from_numpy(np.ascontiguousarray(batch.logprobs, np.float32))
+        adv_all = torch.from_numpy(np.ascontiguousarray(batch.advantages, np.float32))
+        ret_all = torch.from_numpy(np.ascontiguousarray(batch.returns, np.float32))
+        allowed = (None if batch.masks is None else
+                   torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
+        mb = max(1, -(-n // cfg.minibatches))
+        params = list(self.model.parameters())
+        stats = []
+        for _ in range(cfg.epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            o, a, lp0, ad, rt = (t.index_select(0, perm)
+                                 for t in (obs, actions, old_logp, adv_all, ret_all))
+            al = allowed.index_select(0, perm) if allowed is not None else None
+            for start in range(0, n, mb):
+                sl = slice(start, start + mb)
+                logits, value = self.model(o[sl])
+                if al is not None:
+                    m = al[sl].to(torch.float32)
+                    # MASKED_LOGIT added, not written: the log-probabilities of allowed actions
+                    # are the same (exp of either underflows to exactly 0), as are the gradients
+                    logits = logits + (1.0 - m) * MASKED_LOGIT
+                log_p = torch.log_softmax(logits, dim=-1)
+                logp = log_p.gather(1, a[sl].unsqueeze(1)).squeeze(1)
+                adv = ad[sl]
+                if adv.numel() > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                log_ratio = logp - lp0[sl]
+                ratio = log_ratio.exp()
+                pg_loss = torch.max(-adv * ratio,
+                                    -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+                v_loss = 0.5 * (value - rt[sl]).pow(2).mean()
+                if al is not None:  # masked entries: log p · 0 = 0, exp(0) · 0 = 0 (fast path)
+                    log_p = log_p * m
+                    p = log_p.exp() * m
+                else:
+                    p = log_p.exp()
+                entropy = -(p * log_p).sum(-1).mean()
+                loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+                self.opt.step()
+                with torch.no_grad():
+                    stats.append(torch.stack([
+                        pg_loss.detach(), v_loss.detach(), entropy.detach(),
+                        ((ratio - 1) - log_ratio).mean(),
+                        ((ratio - 1).abs() > cfg.clip).to(torch.float32).mean()]))
+        self.version += 1
+        if not stats:
+            return dict.fromkeys(STAT_NAMES, 0.0)
+        means = torch.stack(stats).to(torch.float64).mean(0).tolist()
+        return dict(zip(STAT_NAMES, means))
+
+    def update_reference(self, batch: Batch) -> dict:
+        """The original update path (see the module docstring)."""
         cfg = self.cfg
         obs = torch.as_tensor(batch.obs)
         actions = torch.as_tensor(batch.actions, dtype=torch.int64)

@@ -22,8 +22,10 @@ def wfrl(*args, code=None, env=None):
 
 
 def _digest(path: Path) -> dict:
+    """Digests of a run's files (not of its lock file, which names the last process to lock)."""
+    from wfrl.runlog import LOCK_FILE
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.iterdir()) if p.is_file()}
+            for p in sorted(path.iterdir()) if p.is_file() and p.name != LOCK_FILE}
 
 
 def _assert_user_error(res, fragment):

@@ -1,4 +1,6 @@
-"""`wfrl bench collectors`: every collector on the same workload, next to the bare environment.
+"""`wfrl bench collectors`: every collector on the same workload, next to the bare environment;
+`wfrl bench train`: where a training run's time goes (collection, update, end to end with and
+without overlap).
 
 Each collector is built, warmed up (workers started, CybORG imported), then timed on collecting
 `episodes` episodes with a fixed policy into its buffer (no learning). The bare rate is one
@@ -100,3 +102,117 @@ def bench_collectors(backend: str, n_workers: int, episodes: int, red_agent: str
         if progress:
             progress(row)
     return results
+
+
+# --------------------------------------------------------------------------------------------
+# `wfrl bench train`: where a training run's time goes
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: int = 2000,
+                repeats: int = 3, collector: str = "auto", n_workers: int = 2,
+                red_agent: str = "B_lineAgent", seed: int = 0, progress=None) -> dict:
+    """In one run, on the simulator with the recipe's learner settings (memory block, mask, 6
+    epochs of 4 minibatches):
+
+    - collect: the collector alone, `batches` batches of episodes_per_update episodes with fixed
+      weights (episodes/s);
+    - update: building the batch and the PPO update alone, on recorded batches, for the default
+      path and the original one (to_batch with the Python memory twin, update_reference with
+      masked_fill and unfused Adam), alternated batch by batch (episodes/s of each, and the
+      ratio);
+    - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on
+      e2e_episodes episodes, alternated run by run, `repeats` times (median episodes/s, the
+      wall time including start-up).
+    Medians everywhere: the machine's speed drifts between runs, alternating keeps the
+    comparisons fair."""
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    from wfrl.config import PPOConfig, TrainConfig, preset_settings, resolve_collector
+    from wfrl.ppo.batch import to_batch
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.train import train
+
+    say = progress or (lambda line: None)
+    collector = resolve_collector(collector)
+    _, ppo_preset = preset_settings("recipe")
+    ppo = PPOConfig(**ppo_preset)
+    net = ppo.net()
+    wf = Workflow.parse("critical_first")
+    cond = np.tile(wf.onehot(), (episodes_per_update, 1))
+    out = {"collector": collector, "n_workers": n_workers, "episodes_per_update":
+           episodes_per_update, "torch_threads": torch.get_num_threads(),
+           "cpu_count": __import__("os").cpu_count()}
+
+    # collect only, and a store of recorded batches for the update
+    learner = PPOLearner(ppo, seed=seed)
+    c = make_collector(collector, "sim", red_agent, net, seed, 30.0, False, n_workers,
+                       episodes_per_update)
+    recorded = []
+    try:
+        c.collect(learner.flat_weights(), 0, wf, 0, episodes_per_update)   # warm-up
+        times = []
+        for b in range(batches):
+            t = time.perf_counter()
+            c.collect(learner.flat_weights(), 0, wf, (b + 1) * episodes_per_update,
+                      episodes_per_update)
+            times.append(time.perf_counter() - t)
+            if b < 3:
+                recorded.append({k: v.copy() for k, v in c.buffer.arrays.items()})
+        buffer = c.buffer
+        out["collect_episodes_per_s"] = episodes_per_update / _median(times)
+        say(f"collect only ({collector} x{n_workers}): "
+            f"{out['collect_episodes_per_s']:.0f} episodes/s")
+
+        # update only: batch building + PPO update, default vs original path, alternated
+        paths = {"default": (PPOLearner(ppo, seed=seed), False),
+                 "original": (PPOLearner(ppo, seed=seed, reference=True), True)}
+        times = {name: [] for name in paths}
+        for b in range(batches):
+            for name, (lrn, reference) in paths.items():
+                for k, v in recorded[b % len(recorded)].items():
+                    buffer.arrays[k][...] = v
+                t = time.perf_counter()
+                batch = to_batch(buffer, cond, ppo.gamma, ppo.gae_lambda, net,
+                                 reference=reference)
+                lrn.update(batch)
+                times[name].append(time.perf_counter() - t)
+    finally:
+        c.close()
+    for name in paths:
+        out[f"update_{name}_episodes_per_s"] = episodes_per_update / _median(times[name])
+    out["update_speedup"] = out["update_default_episodes_per_s"] / \
+        out["update_original_episodes_per_s"]
+    say(f"update only: {out['update_default_episodes_per_s']:.0f} episodes/s (original path "
+        f"{out['update_original_episodes_per_s']:.0f}): {out['update_speedup']:.2f}x")
+
+    # end to end, with and without overlap, alternated
+    walls = {True: [], False: []}
+    for r in range(repeats):
+        for overlap in (False, True):
+            torch.set_num_threads(out["torch_threads"])
+            with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
+                cfg = TrainConfig(workflow=str(wf), collector=collector, n_workers=n_workers,
+                                  red_agent=red_agent, total_episodes=e2e_episodes,
+                                  episodes_per_update=episodes_per_update, eval_every=0,
+                                  seed=seed, overlap=overlap, out=d, ppo=ppo)
+                t = time.perf_counter()
+                train(cfg, progress=lambda line: None)
+                walls[overlap].append(time.perf_counter() - t)
+            say(f"end to end, {'overlap' if overlap else 'no overlap'}, run {r + 1}: "
+                f"{e2e_episodes / walls[overlap][-1]:.0f} episodes/s")
+    torch.set_num_threads(out["torch_threads"])
+    for overlap, key in ((True, "overlap"), (False, "no_overlap")):
+        out[f"e2e_{key}_episodes_per_s"] = e2e_episodes / _median(walls[overlap])
+        out[f"e2e_{key}_runs_s"] = [round(w, 3) for w in walls[overlap]]
+    out["overlap_speedup"] = out["e2e_overlap_episodes_per_s"] / \
+        out["e2e_no_overlap_episodes_per_s"]
+    say(f"end to end: {out['e2e_overlap_episodes_per_s']:.0f} episodes/s with overlap, "
+        f"{out['e2e_no_overlap_episodes_per_s']:.0f} without: {out['overlap_speedup']:.2f}x")
+    return out

@@ -156,7 +156,7 @@ def _add_parity(sub):
 
 
 def _add_bench(sub):
-    from wfrl.config import BenchCollectorsConfig, BenchSearchConfig
+    from wfrl.config import BenchCollectorsConfig, BenchSearchConfig, BenchTrainConfig
     p = sub.add_parser("bench", help="measure wfrl's throughput")
     what = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
     c = what.add_parser("collectors", help="every collector on the same workload, with the bare "
@@ -165,6 +165,11 @@ def _add_bench(sub):
     c.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per collector: collector, episodes_per_s, "
                         "steps_per_s, efficiency (and n_workers, startup_s, worker_rss_mb)")
+    t = what.add_parser("train", help="where training time goes: collect-only and update-only "
+                                      "rates (default and original update path) and end-to-end "
+                                      "training with and without overlap, in one run")
+    _add_settings(t, (BenchTrainConfig,))
+    t.add_argument("--json", action="store_true", help="print the results as one JSON object")
     q = what.add_parser("search", help="search quality on planted ground truths: every "
                                        "acquisition on synthetic problems with known answers")
     _add_settings(q, (BenchSearchConfig,))
@@ -324,9 +329,23 @@ def _cmd_bench_search(a) -> int:
     return 0
 
 
+def _cmd_bench_train(a) -> int:
+    from wfrl.config import BenchTrainConfig
+    cfg = BenchTrainConfig(**_given(a, _names(BenchTrainConfig))).validate()
+    from wfrl.benchmarks import bench_train
+    say = None if a.json else (lambda line: print(line, flush=True))
+    res = bench_train(cfg.episodes_per_update, cfg.batches, cfg.e2e_episodes, cfg.repeats,
+                      cfg.collector, cfg.n_workers, cfg.red_agent, cfg.seed, progress=say)
+    if a.json:
+        print(json.dumps(res))
+    return 0
+
+
 def _cmd_bench(a) -> int:
     if a.what == "search":
         return _cmd_bench_search(a)
+    if a.what == "train":
+        return _cmd_bench_train(a)
     from wfrl.config import BenchCollectorsConfig
     cfg = BenchCollectorsConfig(**_given(a, _names(BenchCollectorsConfig))).validate()
     from wfrl.benchmarks import bench_collectors

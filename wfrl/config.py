@@ -298,6 +298,9 @@ class _RunSettings(Settings):
     """Replace a run already in --out (its files are replaced)."""
     ray_address: str | None = None
     """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
+    overlap: bool = True
+    """Collect the next batch while the learner updates on this one (with the weights from
+    before the update: one version stale); deterministic either way."""
     ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 
@@ -539,6 +542,27 @@ class BenchCollectorsConfig(Settings):
     """Workers of the parallel collectors."""
     episodes: int | None = setting(None, check=positive)
     """Episodes per collector (default: 2000 on sim, 40 on cyborg)."""
+
+
+@dataclass
+class BenchTrainConfig(Settings):
+    """Where a training run's time goes (`wfrl bench train`), on the simulator."""
+    collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
+    """Collector (auto: the one `wfrl train` picks on this machine)."""
+    n_workers: int = setting(2, check=positive)
+    """Workers of the parallel collectors."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
+    """Red attacker."""
+    episodes_per_update: int = setting(50, check=positive)
+    """Episodes per batch (the search's default)."""
+    batches: int = setting(12, check=positive)
+    """Batches timed for the collect-only and update-only rates."""
+    e2e_episodes: int = setting(2000, check=positive)
+    """Episodes of each end-to-end training run."""
+    repeats: int = setting(3, check=positive)
+    """End-to-end runs with and without overlap (alternated)."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the learner and the episodes."""
 
 
 @dataclass

@@ -10,6 +10,7 @@ ranges in wfrl.rng.
 """
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +46,153 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
 
+class _Background:
+    """One collect() call on a daemon thread (a daemon: an interrupted run does not wait for a
+    CybORG batch to finish before it exits). The simulator's episodes and the parallel
+    collectors' waits run without the GIL, so the learner's update proceeds meanwhile."""
+
+    def __init__(self, fn, *args):
+        self.result = self.error = None
+        self.seconds = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True,
+                                        name="wfrl-collect-ahead")
+        self._thread.start()
+
+    def _run(self, fn, args):
+        t0 = time.perf_counter()
+        try:
+            self.result = fn(*args)
+        except BaseException as exc:  # handed to the thread that waits for the batch
+            self.error = exc
+        finally:
+            self.seconds = time.perf_counter() - t0
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def join(self, timeout: float) -> None:
+        self._done.wait(timeout)
+
+    def wait(self):
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class LearnerSteps:
+    """Learner steps (see ppo_step), optionally with the next batch collected while the learner
+    updates on the current one (overlap=True).
+
+    step() takes `then`, called with the batch's episode statistics before the update: it returns
+    the next batch (workflow, first episode, episodes) when the caller already knows it will want
+    one, else None. With overlap, that batch is then collected in the background with the weights
+    the learner has *before* this update (one version stale: the PPO ratio is taken against the
+    behaviour log-probabilities stored with each step, and every episode's weights_version says
+    which weights played it). Which batches are collected ahead depends only on the episode
+    statistics, so an overlapped run is as deterministic as one without overlap, and a run with
+    overlap=False is exactly ppo_step, update after update."""
+
+    def __init__(self, collector, ppo_cfg, overlap: bool = False):
+        self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
+        self._ahead = None      # (key, _Background, weights, version)
+        self._threads = None    # torch threads while a batch is collected ahead
+        if overlap:
+            import torch
+            self._torch = torch
+            self._all_threads = torch.get_num_threads()   # torch's own default: every core
+
+    @property
+    def behaviour(self) -> tuple[np.ndarray, int] | None:
+        """(flat weights, version) the batch being collected ahead plays with, if any: what a
+        resumed run must collect that batch with to continue exactly."""
+        return None if self._ahead is None else (self._ahead[2], self._ahead[3])
+
+    def step(self, learner, wf, row_cond, first_episode, n, then=None, behaviour=None):
+        """One learner step on episodes first_episode..+n of workflow wf (taken from the batch
+        collected ahead when it is that batch). behaviour: (flat weights, version) to collect with
+        instead of the learner's (a resumed overlapped run). Returns (episode stats, update
+        stats, collection seconds, update seconds); with overlap the collection seconds are the
+        background collection's own duration."""
+        key = (wf.index, first_episode, n)
+        t0 = time.perf_counter()
+        if self._ahead is not None and self._ahead[0] == key:
+            job = self._ahead[1]
+            self._ahead = None
+            eps = job.wait()
+            t_collect = job.seconds
+        else:
+            self.cancel()
+            weights, version = behaviour or (learner.flat_weights(), learner.version)
+            eps = self.collector.collect(weights, version, wf, first_episode, n)
+            t_collect = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        cfg = self.ppo_cfg
+        batch = to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net())
+        nxt = then(eps) if then is not None else None
+        if self.overlap and nxt is not None:
+            nwf, nfirst, nn = nxt
+            weights, version = learner.flat_weights(), learner.version
+            self._ahead = ((nwf.index, nfirst, nn),
+                           _Background(self.collector.collect, weights, version, nwf, nfirst, nn),
+                           weights, version)
+        if self._ahead is None:
+            ustats = learner.update(batch)
+        else:
+            # While the next batch is collected the learner leaves a core to it, for the first
+            # third of the update's minibatch steps, then takes every core again. A fixed share,
+            # not "until the batch is in": torch's sums depend on the thread count, so a
+            # timing-dependent switch would make runs irreproducible. On 2 cores, two OpenMP
+            # threads oversubscribed by a collector made the update twice as slow as one
+            # thread; a third was the fastest share measured (docs/training.md, Overlap).
+            cores = self._all_threads
+            shared = cfg.epochs * cfg.minibatches // 3
+            self._set_threads(max(1, cores - 1))
+            done = [0]
+
+            def between():
+                done[0] += 1
+                if done[0] > shared:
+                    self._set_threads(cores)
+
+            try:
+                ustats = learner.update(batch, between=between) if not learner.reference \
+                    else learner.update(batch)
+            finally:
+                self._set_threads(cores)
+        return eps, ustats, t_collect, time.perf_counter() - t1
+
+    def _set_threads(self, n: int) -> None:
+        if n != self._threads:
+            self._torch.set_num_threads(n)
+            self._threads = n
+
+    def abort(self) -> None:
+        """The run is ending on an exception (Ctrl-C, SIGTERM, an error): stop the collector's
+        workers at once if a batch is being collected ahead (the parallel collectors' abort())
+        rather than wait for the batch; the sequential collector's batch, played in this
+        process, is waited for."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        abort = getattr(self.collector, "abort", None)
+        if abort is not None and not ahead[1].done():
+            abort()
+        ahead[1].join(timeout=30.0)
+
+    def cancel(self) -> None:
+        """Wait for the batch being collected ahead, if any, and drop it (its episodes are
+        collected again when asked for)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            try:
+                ahead[1].wait()
+            except Exception:
+                pass
+
+
 def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: int) -> dict:
     """n episodes of the learner's current policy (sampling, as in training) on workflow wf,
     numbered first_episode.., collected `chunk` at a time: mean env return, its standard error and
@@ -62,9 +210,15 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
             "compliance": round(float(np.mean(comps)), 4)}
 
 
+def behaviour_version(eps) -> int:
+    """The learner version of the weights that played a batch (Weights_Version in the log)."""
+    return max(e.weights_version for e in eps)
+
+
 def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version,
             phase: str = "train") -> dict:
-    """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf."""
+    """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf; `version`: the
+    learner version of the weights that played the batch (behaviour_version(eps))."""
     env_r, env_se = _mean_se([e.env_return for e in eps])
     align = float(np.mean([e.alignment for e in eps]))
     return {
@@ -93,20 +247,30 @@ def pretrain_workflow(seed: int, update: int) -> Workflow:
         int(np.random.default_rng([seed, PRETRAIN_STREAM, update]).integers(120)))
 
 
-def pretrain(collector, learner, ppo_cfg, seed: int, first_episode: int, done_episodes: int,
-             total: int, per_update: int, done_updates: int = 0):
+def pretrain(steps: LearnerSteps, learner, seed: int, first_episode: int, done_episodes: int,
+             total: int, per_update: int, done_updates: int = 0, behaviour=None):
     """Generator over pretraining updates (each on a workflow drawn by pretrain_workflow):
     yields (workflow, episodes, episode stats, update stats, collection s, update s) after each;
     continues after `done_updates` updates that used `done_episodes` of `total`, numbering
-    episodes from first_episode."""
+    episodes from first_episode. The next update's workflow is known in advance, so with overlap
+    its batch is collected while this one's update runs. behaviour: see LearnerSteps.step."""
     update = done_updates
     done = done_episodes
     while done < total:
         wf = pretrain_workflow(seed, update)
         n = min(per_update, total - done)
+        after = done + n
+
+        def then(_eps, after=after, update=update):
+            if after >= total:
+                return None
+            return pretrain_workflow(seed, update + 1), first_episode + after, \
+                min(per_update, total - after)
+
         cond = np.tile(wf.onehot(), (per_update, 1))
-        eps, ustats, t_collect, t_update = ppo_step(collector, learner, wf, cond,
-                                                    first_episode + done, n, ppo_cfg)
+        eps, ustats, t_collect, t_update = steps.step(learner, wf, cond, first_episode + done, n,
+                                                      then=then, behaviour=behaviour)
+        behaviour = None
         done += n
         update += 1
         yield wf, n, eps, ustats, t_collect, t_update

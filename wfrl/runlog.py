@@ -6,7 +6,9 @@ fsynced one update at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import os
@@ -19,6 +21,67 @@ from wfrl.errors import UserError
 CHECKPOINT_FORMAT = "wfrl/ppo-checkpoint"
 CHECKPOINT_VERSION = 1
 RUN_MARKERS = ("experiment_config.json", "training_log.csv", "checkpoint.pt", "search_state.pt")
+
+
+LOCK_FILE = ".wfrl.lock"
+
+
+class RunLock:
+    """One wfrl process per run directory: an exclusive flock(2) on DIR/.wfrl.lock, taken before
+    anything in DIR is read or written and held until release() (or the end of the process).
+    The kernel drops the lock when its holder dies, however it dies, so the lock left by a
+    SIGKILLed run never blocks a later --resume; the file itself (holding the pid of the last
+    holder, for the message) stays and means nothing on its own."""
+
+    def __init__(self, path: str | os.PathLike, what: str = "run"):
+        self.path = Path(path)
+        self._fd = None
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise UserError(f"output directory {self.path} is not writable: {exc.strerror}") \
+                from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            finally:
+                os.close(fd)
+            raise UserError(f"{self.path} is in use by another wfrl process (pid {holder}); "
+                            f"wait for it to end, or choose another --out for this {what}") \
+                from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)             # closing the only descriptor drops the flock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        self.release()
+
+
+@contextlib.contextmanager
+def locked_dir(path: str | os.PathLike, what: str = "run"):
+    """Create `path` if needed and hold its RunLock for the duration of the block."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"output path {path} is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output directory {path}: {exc.strerror}") from None
+    with RunLock(path, what) as lock:
+        yield lock
 
 
 class RunDir:

@@ -13,9 +13,10 @@ from wfrl.collect.base import make_collector
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import LOG_COLUMNS, log_row, policy_payload, ppo_step
+from wfrl.protocol import LOG_COLUMNS, LearnerSteps, behaviour_version, log_row, policy_payload
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import CsvLog, RunDir, save_checkpoint, write_json
+from wfrl.collect.resources import check_workers_fit
+from wfrl.runlog import CsvLog, RunDir, locked_dir, save_checkpoint, write_json
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -70,10 +71,17 @@ class BestKeeper:
 
 
 def train(cfg: TrainConfig, progress=None) -> dict:
-    """Run training as configured; returns the summary that is also written to summary.json."""
+    """Run training as configured; returns the summary that is also written to summary.json.
+    The run directory is locked for the whole run (one process per run directory)."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
+    check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers, cfg.ray_address)
+    with locked_dir(cfg.out, "training run"):
+        return _train(cfg, progress)
+
+
+def _train(cfg: TrainConfig, progress) -> dict:
     wf = cfg.parsed_workflow()
     run = RunDir(cfg.out, cfg.force)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
@@ -86,6 +94,7 @@ def train(cfg: TrainConfig, progress=None) -> dict:
                                cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, per_update,
                                ray_address=cfg.ray_address)
     row_cond = np.tile(wf.onehot(), (per_update, 1))
+    steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap)
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
     keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 
@@ -95,12 +104,22 @@ def train(cfg: TrainConfig, progress=None) -> dict:
         while episodes < cfg.total_episodes:
             n = min(per_update, cfg.total_episodes - episodes)
             learner.set_progress(episodes / cfg.total_episodes)
-            eps, ustats, t_collect, t_update = ppo_step(collector, learner, wf, row_cond,
-                                                        episodes, n, cfg.ppo)
+
+            def then(eps, after=episodes + n):
+                # the stop rules below, decided from the batch alone: the next batch is wanted
+                # unless the budget is spent or this batch's compliance ends the run
+                compliance = round(float(np.mean([e.compliance for e in eps])), 4)
+                if after >= cfg.total_episodes or (after >= cfg.min_episodes and
+                                                   compliance >= cfg.compliance_threshold):
+                    return None
+                return wf, after, min(per_update, cfg.total_episodes - after)
+
+            eps, ustats, t_collect, t_update = steps.step(learner, wf, row_cond, episodes, n,
+                                                          then=then)
             before, episodes = episodes, episodes + n
             update += 1
             row = log_row(wf, update, episodes, episodes, eps, ustats, t_collect, t_update,
-                          learner.version)
+                          behaviour_version(eps))
             log.append(row)
             env_r, env_se = row["Env_Reward"], row["Env_Reward_SE"]
             align, compliance = row["Alignment_Bonus"], row["Compliance"]
@@ -120,7 +139,11 @@ def train(cfg: TrainConfig, progress=None) -> dict:
             if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
                 stop = "compliance"
                 break
+    except BaseException:
+        steps.abort()
+        raise
     finally:
+        steps.cancel()
         collector.close()
         if keeper is not None:
             keeper.close()

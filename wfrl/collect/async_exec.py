@@ -14,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from wfrl.collect import worker
-from wfrl.collect.shm_base import MAX_POOL_REBUILDS, SharedCollectorBase
+from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
 from wfrl.collect.stats import EpisodeStats
 from wfrl.workflow import Workflow
 
@@ -26,6 +26,7 @@ class AsyncCollector(SharedCollectorBase):
         # episode (~0.5 ms) is cheaper than a task round trip.
         self.chunk = chunk or (1 if self.backend_name == "cyborg" else 64)
         self.pool = None
+        self._closing = False
         self._start_pool()
 
     def _start_pool(self):
@@ -33,6 +34,8 @@ class AsyncCollector(SharedCollectorBase):
                                            initializer=worker.init, initargs=self._init_args())
 
     def _rebuild_pool(self):
+        if self._closing:
+            raise CollectorClosed("the collector was closed during collection")
         self.rebuilds += 1
         if self.rebuilds > MAX_POOL_REBUILDS:
             raise RuntimeError("worker processes keep dying; giving up")
@@ -49,10 +52,23 @@ class AsyncCollector(SharedCollectorBase):
                     list(range(s, min(s + self.chunk, n_episodes))))
                    for s in range(0, n_episodes, self.chunk)]
         while pending:
-            futures = {self.pool.submit(worker.collect_task, eps, rows, workflow.index): (eps, rows)
-                       for eps, rows in pending}
+            futures, broken = {}, False
+            for eps, rows in pending:
+                try:
+                    futures[self.pool.submit(worker.collect_task, eps, rows,
+                                             workflow.index)] = (eps, rows)
+                except BrokenProcessPool:
+                    # a worker died while the pool was idle (e.g. during the learner's update):
+                    # the pool refuses new tasks; rebuild it and submit everything again
+                    broken = True
+                    break
+            if broken:
+                for fut in futures:
+                    fut.cancel()
+                cf.wait(futures)
+                self._rebuild_pool()
+                continue
             pending = []
-            broken = False
             for fut in cf.as_completed(futures):
                 try:
                     fut.result()
@@ -62,6 +78,12 @@ class AsyncCollector(SharedCollectorBase):
             if broken:
                 self._rebuild_pool()
         return self._stats(range(n_episodes))
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the pool's live workers (started on demand by the first tasks)."""
+        pool = self.pool
+        return [p.pid for p in list(getattr(pool, "_processes", {}).values()) if p.is_alive()] \
+            if pool is not None else []
 
     def _shutdown_pool(self):
         pool, self.pool = self.pool, None
@@ -77,6 +99,12 @@ class AsyncCollector(SharedCollectorBase):
             if p.is_alive():
                 p.kill()
                 p.join()
+
+    def abort(self) -> None:
+        """Stop the workers now, from any thread: a collect() running elsewhere ends with
+        CollectorClosed instead of rebuilding the pool (an interrupted overlapped run)."""
+        self._closing = True
+        self._shutdown_pool()
 
     def close(self):
         try:

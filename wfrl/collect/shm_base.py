@@ -14,6 +14,10 @@ from wfrl.ppo.netspec import as_netspec
 MAX_POOL_REBUILDS = 20  # restarts of dead workers before a collector gives up
 
 
+class CollectorClosed(RuntimeError):
+    """collect() was running when the collector was aborted (the run is ending)."""
+
+
 class SharedCollectorBase:
     """Shared memory, the learner-side buffer view and the episode statistics for the
     multi-process collectors."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
-from wfrl.collect.shm_base import MAX_POOL_REBUILDS, SharedCollectorBase
+from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
@@ -82,6 +82,7 @@ class SyncCollector(SharedCollectorBase):
         self.cmd = self.ctx.Array("q", 4, lock=False)
         self.procs = []
         self._idle = False
+        self._closing = False
         self._start_workers()
 
     def _start_workers(self):
@@ -95,6 +96,9 @@ class SyncCollector(SharedCollectorBase):
                       for w in range(n)]
         for p in self.procs:
             p.start()
+
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.is_alive()]
 
     def _stop_workers(self):
         # No barrier.abort() here or in _wait: a worker SIGKILLed inside barrier.wait() can die
@@ -125,7 +129,7 @@ class SyncCollector(SharedCollectorBase):
         th.start()
         while th.is_alive():
             th.join(0.05)
-            if any(not p.is_alive() for p in self.procs):
+            if self._closing or any(not p.is_alive() for p in self.procs):
                 return False  # the waiter thread stays parked on this (discarded) barrier
         return result.get("ok", False)
 
@@ -141,12 +145,20 @@ class SyncCollector(SharedCollectorBase):
             if self._wait(self.start_b) and self._wait(self.done_b):
                 self._idle = True
                 return self._stats(range(n_episodes))
+            if self._closing:
+                raise CollectorClosed("the collector was closed during collection")
             self.rebuilds += 1
             if self.rebuilds > MAX_POOL_REBUILDS:
                 raise RuntimeError("worker processes keep dying; giving up")
             self._stop_workers()
             time.sleep(0.05)
             self._start_workers()
+
+    def abort(self) -> None:
+        """Stop the workers now, from any thread: a collect() running elsewhere ends with
+        CollectorClosed instead of restarting them (an interrupted overlapped run)."""
+        self._closing = True
+        self._stop_workers()
 
     def close(self):
         """Stop the workers (politely when they are idle, otherwise at once) and unlink."""

@@ -40,7 +40,8 @@ class Batch:
         return len(self.actions)
 
 
-def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -> Batch:
+def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
+             reference: bool = False) -> Batch:
     """GAE (compiled) over the buffer's rows, flattened into a learner Batch.
 
     Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
@@ -48,7 +49,8 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -
     net: the policy's NetSpec (or a hidden width); with `memory` the memory block of every step is
     rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
-    likewise.
+    likewise. reference=True builds them with the plain-Python twin instead (the original
+    path, kept for `wfrl bench train`'s comparison).
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays
@@ -59,7 +61,8 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None) -
     parts = [flat["obs"][:n]]
     masks = None
     if net.memory or net.mask:
-        feats, allowed = memory_rows(a["obs"], a["actions"], a["lengths"], net.memory, net.mask)
+        rows_fn = reference_memory_rows if reference else memory_rows
+        feats, allowed = rows_fn(a["obs"], a["actions"], a["lengths"], net.memory, net.mask)
         if net.memory:
             parts.append(feats)
         if net.mask:

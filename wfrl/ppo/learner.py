@@ -55,8 +55,10 @@ class PPOLearner:
     def flat_weights(self) -> np.ndarray:
         return self.model.flat_weights()
 
-    def update(self, batch: Batch) -> dict:
-        """One PPO update on `batch`; returns the mean of each statistic over its minibatches."""
+    def update(self, batch: Batch, between=None) -> dict:
+        """One PPO update on `batch`; returns the mean of each statistic over its minibatches.
+        between(), if given, runs before every minibatch step (the overlapped trainer gives the
+        learner back its threads there once the batch collected meanwhile is in)."""
         if self.reference:
             return self.update_reference(batch)
         cfg = self.cfg
@@ -77,6 +79,8 @@ class PPOLearner:
                                  for t in (obs, actions, old_logp, adv_all, ret_all))
             al = allowed.index_select(0, perm) if allowed is not None else None
             for start in range(0, n, mb):
+                if between is not None:
+                    between()
                 sl = slice(start, start + mb)
                 logits, value = self.model(o[sl])
                 if al is not None:

@@ -33,14 +33,15 @@ import numpy as np
 
 from wfrl import __version__
 from wfrl.collect.base import make_collector
+from wfrl.collect.resources import check_workers_fit
 from wfrl.config import ExhaustiveConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import base_payload, evaluate_policy, pretrain, ppo_step
+from wfrl.protocol import LearnerSteps, base_payload, evaluate_policy, pretrain, ppo_step
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
-from wfrl.runlog import (CsvLog, load_checkpoint, read_csv, save_checkpoint, write_csv_atomic,
-                         write_json)
+from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
+                         write_csv_atomic, write_json)
 from wfrl.workflow import Workflow, all_workflows
 
 COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
@@ -79,8 +80,8 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
         return load_checkpoint(path)
     learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed))
     progress(f"pretraining the base policy: {cfg.pretrain_episodes} episodes")
-    for _update in pretrain(collector, learner, cfg.ppo, cfg.seed, 0, 0, cfg.pretrain_episodes,
-                            cfg.episodes_per_update):
+    for _update in pretrain(LearnerSteps(collector, cfg.ppo), learner, cfg.seed, 0, 0,
+                            cfg.pretrain_episodes, cfg.episodes_per_update):
         pass
     save_checkpoint(path, base_payload(learner, cfg.ppo, cfg.pretrain_episodes))
     return load_checkpoint(path)
@@ -92,15 +93,20 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     run's table is written to DIR directly."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg = cfg.validate().resolved()
+    check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers)
     if cfg.repeats == 1:
-        return _exhaustive_one(cfg, progress)
+        with locked_dir(cfg.out, "exhaustive table"):
+            return _exhaustive_one(cfg, progress)
     out = Path(cfg.out)
     paths = []
-    for k in range(cfg.repeats):
-        sub = replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
-        progress(f"training run {k + 1} of {cfg.repeats} (seed {sub.seed}) in {sub.out}")
-        paths.append(_exhaustive_one(sub, progress))
-    return combine(paths, out / "exhaustive.csv", progress)
+    with locked_dir(out, "exhaustive table"):
+        for k in range(cfg.repeats):
+            sub = replace(cfg, seed=cfg.seed + k, repeats=1,
+                          out=str(out / f"seed{cfg.seed + k}"))
+            progress(f"training run {k + 1} of {cfg.repeats} (seed {sub.seed}) in {sub.out}")
+            with locked_dir(sub.out, "exhaustive table"):
+                paths.append(_exhaustive_one(sub, progress))
+        return combine(paths, out / "exhaustive.csv", progress)
 
 
 def combine(paths, target: Path, progress=None) -> Path:

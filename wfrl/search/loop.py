@@ -40,11 +40,13 @@ from wfrl.config import SearchConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, base_payload, checkpoint_path,
-                           evaluate_policy, log_row, policy_payload, ppo_step, pretrain)
+from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
+                           behaviour_version, checkpoint_path, evaluate_policy, log_row,
+                           policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, read_csv,
-                         save_checkpoint, write_json)
+from wfrl.collect.resources import check_workers_fit
+from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
+                         read_csv, save_checkpoint, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, Visit, load_state,
@@ -72,6 +74,11 @@ def _truncate_csv(path: Path, columns: list[str], rows: int) -> None:
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
     _atomic_write_bytes(path, b"\n".join(lines[:rows + 1]) + b"\n")
+
+
+def _batch_compliance(eps) -> float:
+    """A batch's mean compliance as its training_log.csv row records it (protocol.log_row)."""
+    return round(float(np.mean([e.compliance for e in eps])), 4)
 
 
 def fit_observations(model: PermutationGP, obs: list[dict], detrend: bool) -> PermutationGP:
@@ -143,11 +150,18 @@ class WorkflowSearch:
         return state, learner_state
 
     def _commit(self, learner) -> None:
-        """Write the state (with the learner in training, if any): the commit point."""
+        """Write the state (with the learner in training, if any): the commit point. With overlap,
+        the weights the batch being collected ahead plays with are committed too, so a resumed
+        run collects that batch with them and continues as the uninterrupted run would."""
         if self._t0 is not None:
             self.state.wall_time = round(self._wall_before + time.perf_counter() - self._t0, 3)
-        save_state(self.run / STATE_FILE, self.state,
-                   learner.state() if learner is not None else None)
+        learner_state = learner.state() if learner is not None else None
+        ahead = getattr(self, "steps", None) and self.steps.behaviour
+        if learner_state is not None and ahead:
+            import torch
+            learner_state["behaviour"] = {"weights": torch.from_numpy(ahead[0].copy()),
+                                          "version": int(ahead[1])}
+        save_state(self.run / STATE_FILE, self.state, learner_state)
 
     # ---------------------------------------------------------------- the search
     def run_search(self) -> dict:
@@ -158,6 +172,7 @@ class WorkflowSearch:
                                    cfg.ppo.net(), cfg.seed, cfg.alignment_lambda,
                                    cfg.count_foothold, cfg.n_workers, cfg.episodes_per_update,
                                    ray_address=cfg.ray_address)
+        self.steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap)
         try:
             learner = self._restore_learner()
             learner = self._pretrain(collector, learner)
@@ -170,20 +185,35 @@ class WorkflowSearch:
                     learner = None
                 self._commit(learner)
         except KeyboardInterrupt:
+            self.steps.abort()
             self.progress(f"stopped; every completed update is saved. Continue with: "
                           f"python -m wfrl train --resume {self.run}")
             raise
+        except BaseException:
+            self.steps.abort()
+            raise
         finally:
+            self.steps.cancel()
             collector.close()
         return self._close()
 
     def _restore_learner(self) -> PPOLearner | None:
-        """The learner committed with the state (mid-pretraining or mid-visit), if any."""
+        """The learner committed with the state (mid-pretraining or mid-visit), if any, and the
+        weights its next batch was being collected with (an overlapped run), in self._behaviour."""
+        self._behaviour = None
         if self.learner_state is None:
             return None
         learner = PPOLearner(self.cfg.ppo, seed=0)
         learner.load_state(self.learner_state)
+        ahead = self.learner_state.get("behaviour")
+        if ahead is not None:
+            self._behaviour = (ahead["weights"].numpy().astype(np.float32),
+                               int(ahead["version"]))
         return learner
+
+    def _take_behaviour(self):
+        behaviour, self._behaviour = self._behaviour, None
+        return behaviour
 
     def _budget_spent(self) -> bool:
         cfg, state = self.cfg, self.state
@@ -209,14 +239,15 @@ class WorkflowSearch:
             self.progress(f"[pretraining] {total} episodes, one random workflow per update")
         first_episode = state.episodes_used - pretraining.episodes
         for wf, n, eps, ustats, t_collect, t_update in pretrain(
-                collector, learner, cfg.ppo, cfg.seed, first_episode, pretraining.episodes,
-                total, cfg.episodes_per_update, pretraining.updates):
+                self.steps, learner, cfg.seed, first_episode, pretraining.episodes,
+                total, cfg.episodes_per_update, pretraining.updates,
+                behaviour=self._take_behaviour()):
             state.episodes_used += n
             pretraining.episodes += n
             pretraining.updates += 1
             state.updates += 1
             row = log_row(wf, pretraining.updates, pretraining.episodes, state.episodes_used, eps,
-                          ustats, t_collect, t_update, learner.version, phase="pretrain")
+                          ustats, t_collect, t_update, behaviour_version(eps), phase="pretrain")
             self.train_log.append(row)
             state.training_log_rows += 1
             self.progress(f"  pretraining | update {pretraining.updates:3d} | "
@@ -289,15 +320,29 @@ class WorkflowSearch:
         n = min(per_update, cfg.total_episodes - state.episodes_used,
                 cfg.max_episodes - visit.episodes)
         row_cond = np.tile(wf.onehot(), (per_update, 1))
-        eps, ustats, t_collect, t_update = ppo_step(collector, learner, wf, row_cond,
-                                                    state.episodes_used, n, cfg.ppo)
+
+        def then(eps):
+            # This update's stop rule, decided from the batch alone (as below, without changing
+            # the state): the visit's next batch is wanted unless the visit stops here.
+            recent = (visit.recent_compliance + [_batch_compliance(eps)])[-cfg.compliance_window:]
+            compliance = round(float(np.mean(recent)), 4)
+            since = 0 if compliance > visit.best_compliance else visit.updates_since_best + 1
+            left = cfg.total_episodes - state.episodes_used - n
+            if self._stop_rule(visit.episodes + n, compliance, since, left) is not None:
+                return None
+            return wf, state.episodes_used + n, min(per_update, left,
+                                                    cfg.max_episodes - visit.episodes - n)
+
+        eps, ustats, t_collect, t_update = self.steps.step(
+            learner, wf, row_cond, state.episodes_used, n, then=then,
+            behaviour=self._take_behaviour())
         state.episodes_used += n
         state.updates += 1
         visit.episodes += n
         visit.updates += 1
         state.trained[wf.index] = state.trained.get(wf.index, 0) + n
         row = log_row(wf, visit.updates, visit.episodes, state.episodes_used, eps, ustats,
-                      t_collect, t_update, learner.version, phase="visit")
+                      t_collect, t_update, behaviour_version(eps), phase="visit")
         self.train_log.append(row)
         state.training_log_rows += 1
         # A visit's compliance is the mean of its last `compliance_window` updates: one update
@@ -316,11 +361,18 @@ class WorkflowSearch:
                       f"{self._rate():6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
                       f" ± {row['Env_Reward_SE']:5.2f} | compliance {compliance:.3f} | "
                       f"budget left {left}")
-        if visit.episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
+        return self._stop_rule(visit.episodes, compliance, visit.updates_since_best, left)
+
+    def _stop_rule(self, episodes: int, compliance: float, updates_since_best: int,
+                   left: int) -> str | None:
+        """Why a visit stops after an update (None: it goes on), from its episodes, its windowed
+        compliance, the updates since its best compliance and the search budget left."""
+        cfg = self.cfg
+        if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
             return "compliant"
-        if visit.episodes >= cfg.max_episodes:
+        if episodes >= cfg.max_episodes:
             return "max_episodes"
-        if visit.updates_since_best >= cfg.patience:
+        if updates_since_best >= cfg.patience:
             return "plateau"
         if left <= 0:
             return "budget"
@@ -504,7 +556,14 @@ def format_table(summary: dict, theta: float) -> str:
 
 
 def search(cfg: SearchConfig, resume: bool = False, progress=None) -> dict:
-    return WorkflowSearch(cfg, resume=resume, progress=progress).run_search()
+    """Run (or, resume=True, continue) the search in cfg.out, holding the run directory's lock
+    from before the first file is read until the end (one process per run directory)."""
+    cfg = cfg.validate()
+    check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers, cfg.ray_address)
+    if resume and not Path(cfg.out).is_dir():
+        raise UserError(f"cannot resume: {cfg.out} is not a directory")
+    with locked_dir(cfg.out, "search"):
+        return WorkflowSearch(cfg, resume=resume, progress=progress).run_search()
 
 
 def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:

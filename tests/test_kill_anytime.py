@@ -1,0 +1,119 @@
+"""A worker SIGKILLed at any moment of the training loop — while the collector starts its
+workers, while the learner updates (with overlap: while the next batch is collected) and right
+after an update — is replaced, and the run finishes as if nothing happened: exit 0, no
+traceback, the exact episode count, the same log and final weights as an undisturbed run, no
+process and nothing in /dev/shm left. For each parallel collector, with and without overlap."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from _helpers import live_session_processes
+
+from wfrl.collect.shm import leaked_segments
+from wfrl.protocol import TIMING_COLUMNS
+from wfrl.runlog import load_checkpoint, read_csv
+
+EPISODES, PER_UPDATE = 400, 40
+
+# Runs inside the training process: kills workers of the run's collector at the chosen moments,
+# then hands over to the CLI.
+DRIVER = r'''
+import os, signal, sys, threading, time
+import wfrl.train
+from wfrl.cli import main
+from wfrl.ppo.learner import PPOLearner
+
+moment = sys.argv[1]
+seen = {"collector": None, "updates": 0, "kills": 0}
+real_make, real_update = wfrl.train.make_collector, PPOLearner.update
+
+
+def kill(every=False):
+    pids = []
+    deadline = time.time() + 30
+    while not pids and time.time() < deadline:
+        pids = seen["collector"].worker_pids()
+        time.sleep(0.002)
+    for pid in (pids if every else pids[:1]):
+        os.kill(pid, signal.SIGKILL)
+        seen["kills"] += 1
+
+
+def make(*args, **kw):
+    seen["collector"] = real_make(*args, **kw)
+    if moment == "start":      # as soon as the first worker process exists
+        threading.Thread(target=kill, daemon=True).start()
+    return seen["collector"]
+
+
+def update(self, batch, *args, **kw):
+    seen["updates"] += 1
+    if moment == "update" and seen["updates"] in (2, 5):
+        kill(every=seen["updates"] == 5)
+    out = real_update(self, batch, *args, **kw)
+    if moment == "after" and seen["updates"] in (3, 6):
+        kill(every=seen["updates"] == 6)
+    return out
+
+
+wfrl.train.make_collector, PPOLearner.update = make, update
+code = main(sys.argv[2:])
+print("KILLS", seen["kills"], file=sys.stderr)
+sys.exit(code)
+'''
+
+
+def _run(tmp_path, name, collector, overlap, moment):
+    out = tmp_path / name
+    args = ["train", "--workflow", "critical_first", "--backend", "sim", "--collector", collector,
+            "--n-workers", "2", "--red-agent", "mixed", "--total-episodes", str(EPISODES),
+            "--episodes-per-update", str(PER_UPDATE), "--seed", "3", "--hidden", "16",
+            "--epochs", "1", "--eval-every", "0", "--overlap" if overlap else "--no-overlap",
+            "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, moment, *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc.stdout_text, proc.stderr = proc.communicate(timeout=600)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    out, proc = _run(tmp_path_factory.mktemp("ref"), "ref", "sequential", True, "none")
+    assert proc.returncode == 0, proc.stderr
+    out2, proc2 = _run(tmp_path_factory.mktemp("ref"), "ref", "sequential", False, "none")
+    assert proc2.returncode == 0, proc2.stderr
+    return {True: out, False: out2}
+
+
+def _comparable(out):
+    return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS}
+            for r in read_csv(out / "training_log.csv")]
+
+
+CASES = [(c, o, m) for c in ("sync", "async") for o in (True, False)
+         for m in ("start", "update", "after")]
+CASES += [pytest.param("ray", o, m, marks=pytest.mark.ray) for o in (True, False)
+          for m in ("update", "after")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("collector,overlap,moment", CASES)
+def test_a_killed_worker_changes_nothing(tmp_path, undisturbed, collector, overlap, moment):
+    out, proc = _run(tmp_path, "run", collector, overlap, moment)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    kills = int(proc.stderr.rsplit("KILLS", 1)[1].split()[0])
+    assert kills >= (1 if moment == "start" else 2), proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == EPISODES
+    log = _comparable(out)
+    assert [int(r["Episodes"]) for r in log] == list(range(PER_UPDATE, EPISODES + 1, PER_UPDATE))
+    # every collector plays every episode from its number: the run is the undisturbed one
+    ref = undisturbed[overlap]
+    assert log == _comparable(ref)
+    a, b = load_checkpoint(out / "checkpoint.pt"), load_checkpoint(ref / "checkpoint.pt")
+    assert all(a["model"][k].equal(b["model"][k]) for k in a["model"])
+    assert live_session_processes(proc.pid) == []   # its own session: sid = its pid
+    assert leaked_segments(proc.pid) == []        # the run's segments (named by its pid)

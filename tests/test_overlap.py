@@ -1,0 +1,120 @@
+"""Collection overlapped with learning (--overlap): the batch collected ahead is exactly the batch
+the pre-update weights play, it records their version, and overlapped runs are deterministic —
+across collectors too; without overlap a run is ppo_step after ppo_step."""
+import numpy as np
+import pytest
+from _search_helpers import comparable, quiet
+
+from wfrl.collect.base import make_collector
+from wfrl.config import PPOConfig, TrainConfig
+from wfrl.ppo.learner import PPOLearner
+from wfrl.protocol import LearnerSteps, ppo_step
+from wfrl.runlog import load_checkpoint, read_csv
+from wfrl.train import train
+from wfrl.workflow import Workflow
+
+WF = Workflow.parse("critical_first")
+PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True)
+N = 8
+
+
+def _collector(name="sequential", rows=N):
+    return make_collector(name, "sim", "mixed", PPO.net(), 4, 30.0, False, 2, rows)
+
+
+def _arrays(col):
+    return {k: v.copy() for k, v in col.buffer.arrays.items()}
+
+
+def test_the_batch_collected_ahead_is_the_pre_update_weights_batch():
+    cond = np.tile(WF.onehot(), (N, 1))
+    col, check = _collector(), _collector()
+    try:
+        learner = PPOLearner(PPO, seed=1)
+        steps = LearnerSteps(col, PPO, overlap=True)
+        before = learner.flat_weights()
+        eps0, *_ = steps.step(learner, WF, cond, 100, N, then=lambda e: (WF, 100 + N, N))
+        weights, version = steps.behaviour
+        np.testing.assert_array_equal(weights, before)          # played with the old weights
+        assert (version, learner.version) == (0, 1)              # … one version stale
+        assert not np.array_equal(learner.flat_weights(), before)
+        eps1, *_ = steps.step(learner, WF, cond, 100 + N, N)     # takes the batch collected ahead
+        assert steps.behaviour is None
+        assert [e.weights_version for e in eps0] == [0] * N
+        assert [e.weights_version for e in eps1] == [0] * N
+        assert [e.episode for e in eps1] == list(range(100 + N, 100 + 2 * N))
+        ahead = _arrays(col)
+        # the same episodes collected on their own with the pre-update weights: same actions,
+        # same behaviour log-probabilities (what the PPO ratio of the next update is taken on)
+        want = check.collect(before, 0, WF, 100 + N, N)
+        assert [(e.episode, e.env_return, e.weights_version) for e in want] == \
+            [(e.episode, e.env_return, e.weights_version) for e in eps1]
+        for name in ("obs", "actions", "logprobs", "values", "rewards", "lengths"):
+            np.testing.assert_array_equal(ahead[name], check.buffer.arrays[name], err_msg=name)
+        # the current weights would have played them differently
+        check.collect(learner.flat_weights(), 1, WF, 100 + N, N)
+        assert not np.array_equal(ahead["logprobs"], check.buffer.arrays["logprobs"])
+    finally:
+        col.close()
+        check.close()
+
+
+def test_without_overlap_steps_are_ppo_steps():
+    cond = np.tile(WF.onehot(), (N, 1))
+    a_col, b_col = _collector(), _collector()
+    try:
+        a, b = PPOLearner(PPO, seed=2), PPOLearner(PPO, seed=2)
+        steps = LearnerSteps(a_col, PPO, overlap=False)
+        for k in range(3):
+            ea, *_ = steps.step(a, WF, cond, 10 + N * k, N, then=lambda e: (WF, 0, N))
+            eb, *_ = ppo_step(b_col, b, WF, cond, 10 + N * k, N, PPO)
+            assert steps.behaviour is None and ea == eb
+        np.testing.assert_array_equal(a.flat_weights(), b.flat_weights())
+    finally:
+        a_col.close()
+        b_col.close()
+
+
+def test_a_batch_asked_for_differently_is_dropped_and_collected_again():
+    cond = np.tile(WF.onehot(), (N, 1))
+    a_col, b_col = _collector(), _collector()
+    try:
+        a, b = PPOLearner(PPO, seed=2), PPOLearner(PPO, seed=2)
+        steps = LearnerSteps(a_col, PPO, overlap=True)
+        steps.step(a, WF, cond, 0, N, then=lambda e: (WF, N, N))
+        other = Workflow.parse("reverse")
+        got, *_ = steps.step(a, other, cond, N, N)       # not the batch collected ahead
+        ppo_step(b_col, b, WF, cond, 0, N, PPO)
+        want, *_ = ppo_step(b_col, b, other, cond, N, N, PPO)
+        assert got == want
+    finally:
+        a_col.close()
+        b_col.close()
+
+
+def _train(tmp_path, name, collector, overlap, episodes=480):
+    cfg = TrainConfig(workflow="critical_first", collector=collector, n_workers=2,
+                      red_agent="mixed", total_episodes=episodes, episodes_per_update=40,
+                      eval_every=0, seed=6, overlap=overlap, out=str(tmp_path / name),
+                      ppo=PPO)
+    summary = train(cfg, progress=quiet)
+    return summary, read_csv(tmp_path / name / "training_log.csv"), \
+        load_checkpoint(tmp_path / name / "checkpoint.pt")
+
+
+@pytest.mark.slow
+def test_overlapped_training_is_deterministic_across_runs_and_collectors(tmp_path):
+    s1, log1, ck1 = _train(tmp_path, "a", "sequential", True)
+    s2, log2, ck2 = _train(tmp_path, "b", "sequential", True)
+    s3, log3, ck3 = _train(tmp_path, "c", "async", True)
+    s0, log0, _ = _train(tmp_path, "d", "sequential", False)
+    assert comparable(log1) == comparable(log2) == comparable(log3)
+    for k in ck1["model"]:
+        assert ck1["model"][k].equal(ck2["model"][k]) and ck1["model"][k].equal(ck3["model"][k])
+    assert s1["episodes"] == s3["episodes"] == 480 and len(log1) == 12
+    # Weights_Version: the version that played each batch; one behind without overlap, two
+    # behind (one stale) with it after the first batch
+    assert [int(r["Weights_Version"]) for r in log0] == list(range(12))
+    assert [int(r["Weights_Version"]) for r in log1] == [0] + list(range(11))
+    assert comparable(log1) != comparable(log0)       # overlap really changes which weights play
+    assert log1[0]["Env_Reward"] == log0[0]["Env_Reward"]   # … but not the first batch

@@ -1,0 +1,53 @@
+"""Will the workers fit? A run's worker processes are checked against this machine's available
+memory before any of them starts.
+
+Per-worker resident memory, measured with `wfrl bench collectors` (worker_rss_mb) on the 2-core
+machine: a simulator worker ~52 MB (sync, async) and a Ray actor ~114 MB; a CybORG worker
+250–300 MB (CybORG and its scenario, plus torch, which csle_cyborg imports). A run that asks for
+more than the machine has would push it into swap or the kernel's OOM killer (which may pick the
+learner, or another user's process), so it is refused, in one line, with the number of workers
+that fits: refused rather than warned about, because nothing useful comes out of such a run and
+what it can take down is not only itself. Workers of a Ray cluster joined with --ray-address live
+on the cluster's nodes, which Ray fills by the CPUs they declare; they are not checked here.
+"""
+from __future__ import annotations
+
+from wfrl.errors import UserError
+
+WORKER_MB = {  # resident memory per worker, MB (a little above the measured figures)
+    ("sim", "sync"): 60, ("sim", "async"): 60, ("sim", "ray"): 130,
+    ("cyborg", "sync"): 300, ("cyborg", "async"): 300, ("cyborg", "ray"): 320,
+}
+LEARNER_MB = 600  # the learner process itself (torch, batch, buffers)
+
+
+def available_mb(meminfo: str = "/proc/meminfo") -> float | None:
+    """MemAvailable of this machine in MB (None where /proc/meminfo does not say)."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_workers_fit(collector: str, backend: str, n_workers: int, ray_address=None,
+                      available: float | None = None) -> None:
+    """UserError (one line) when n_workers workers of this collector and backend, plus the
+    learner, need more memory than this machine has available. The sequential collector has no
+    workers; a Ray cluster's actors are placed on its nodes (not checked)."""
+    if collector == "sequential" or (collector == "ray" and ray_address):
+        return
+    per = WORKER_MB.get((backend, collector))
+    avail = available_mb() if available is None else available
+    if per is None or avail is None:
+        return
+    need = n_workers * per + LEARNER_MB
+    if need > avail:
+        fits = max(0, int((avail - LEARNER_MB) // per))
+        raise UserError(
+            f"--n-workers {n_workers}: {n_workers} {backend} workers ({collector}) need about "
+            f"{need / 1024:.1f} GB (~{per} MB each, plus ~{LEARNER_MB} MB for the learner), but "
+            f"this machine has {avail / 1024:.1f} GB available; {fits} workers fit")

@@ -7,7 +7,9 @@ own instance (files, exit, SIGINT) run a small driver script in a subprocess."""
 import ipaddress
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -307,3 +309,105 @@ def test_missing_ray_is_a_one_line_user_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)          # import ray -> ImportError
     with pytest.raises(BackendUnavailable, match=r"pip install 'wfrl\[ray\]'"):
         make_collector("ray", "sim", *ARGS, 2, 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# --ray-address and a lost local node: one line, never a traceback
+
+@pytest.mark.parametrize("text", ["10.0.0.5:6379", "head-node.example.org:1", "[fd00::5]:65535",
+                                  "localhost:6379", "127.0.0.1:49152"])
+def test_check_ray_address_accepts_host_port(text):
+    assert ray_exec.check_ray_address(text) == text
+
+
+@pytest.mark.parametrize("text,why", [
+    ("garbage", "HOST:PORT"), ("", "HOST:PORT"), (":6379", "HOST:PORT"),
+    ("10.0.0.5:0", "1..65535"), ("10.0.0.5:65536", "1..65535"), ("10.0.0.5:", "1..65535"),
+    ("10.0.0.5:63x", "1..65535"), ("10.0.0.256:6379", "not an IPv4"),
+    ("fd00::5:6379", "brackets"), ("[fd00::zz]:6379", "not an IPv6"), ("[fd00::5:6379", "IPv6"),
+    ("-bad-.example:6379", "not a hostname"), ("a b:6379", "not a hostname"),
+    ("auto", "not supported"), ("ray://10.0.0.5:10001", "Ray Client")])
+def test_check_ray_address_refuses_with_one_line(text, why):
+    with pytest.raises(ValueError, match=why) as info:
+        ray_exec.check_ray_address(text)
+    assert "\n" not in str(info.value)
+
+
+def _one_error_line(stderr):
+    """The stderr lines that are not training progress: exactly one 'wfrl: error:' line."""
+    lines = [ln for ln in stderr.splitlines()
+             if ln.strip() and not ln.startswith(("update ", "evaluation at "))]
+    assert "Traceback" not in stderr, stderr
+    assert len(lines) == 1 and lines[0].startswith("wfrl: error: "), stderr
+    return lines[0]
+
+
+def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                        # nothing listens there now
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "wfrl", "train", "--workflow", "critical_first",
+                          "--collector", "ray", "--ray-address", f"127.0.0.1:{port}",
+                          "--total-episodes", "10", "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert res.returncode == 2, res.stderr
+    line = _one_error_line(res.stderr)
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in line
+    assert took < 60, took           # not Ray's minutes of retries
+
+
+_KILL_LOCAL = """
+import os, signal, subprocess, sys, time
+from wfrl.collect.ray_exec import _argv, _parents, _alive
+run = subprocess.Popen([sys.executable, "-m", "wfrl", "train", "--workflow", "critical_first",
+                        "--backend", "sim", "--collector", "ray", "--n-workers", "2",
+                        "--total-episodes", "400000", "--episodes-per-update", "200",
+                        "--out", sys.argv[1]], stderr=subprocess.PIPE, text=True)
+err = []
+for line in run.stderr:
+    err.append(line)
+    if line.startswith("update    2"):
+        break
+kids = [p for p, pp in _parents().items() if pp == run.pid]
+raylet = [p for p in kids if os.path.basename((_argv(p) or [""])[0]) == "raylet"]
+print(raylet[0] if raylet else -1, flush=True)
+if raylet:
+    os.kill(raylet[0], signal.SIGKILL)
+err.append(run.stderr.read())
+sys.stderr.write("".join(err))
+sys.exit(run.wait())
+"""
+
+
+@pytest.mark.slow
+def test_lost_local_instance_ends_the_run_in_one_line(tmp_path):
+    """SIGKILL of the private instance's raylet while the run collects (with overlap, the
+    default): one 'wfrl: error:' line, a non-zero status, no traceback, no process of the
+    instance left, its temp dir removed, nothing new in /dev/shm."""
+    shm_before = set(os.listdir("/dev/shm"))
+    tmp = tempfile.mkdtemp(prefix="t")            # short: Ray's unix socket paths
+    env = {**os.environ, "TMPDIR": tmp}
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_LOCAL, str(tmp_path / "run")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        assert int(out.split()[0]) > 0, "found no raylet among the run's children"
+        assert proc.returncode not in (0, None), err
+        line = _one_error_line(err)
+        assert "private Ray instance of this run died" in line
+        assert "--resume" in line
+        assert live_session_processes(proc.pid) == []
+        assert not [n for n in os.listdir(tmp) if n.startswith("wfrl-ray-")]   # temp dir gone
+        new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
+                   if not n.startswith(("wfrl-", "sem."))}
+        assert not new_shm
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # torch's compile cache too, if any

@@ -73,6 +73,16 @@ def _red_agent(name, value):
     check_red_agent(value)
 
 
+def _ray_address(name, value):
+    if value is None:
+        return
+    from wfrl.collect.ray_exec import check_ray_address   # imports neither ray nor torch
+    try:
+        check_ray_address(value)
+    except ValueError as exc:
+        raise UserError(f"{flag_name(name)}: {exc}") from None
+
+
 def _collector(name, value):
     from wfrl.collect.base import check_collector
     if value != AUTO_COLLECTOR:
@@ -296,7 +306,7 @@ class _RunSettings(Settings):
     """Run directory for config, logs and checkpoints."""
     force: bool = False
     """Replace a run already in --out (its files are replaced)."""
-    ray_address: str | None = None
+    ray_address: str | None = setting(None, check=_ray_address, metavar="HOST:PORT")
     """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
     overlap: bool = True
     """Collect the next batch while the learner updates on this one (with the weights from

@@ -342,6 +342,16 @@ def _one_error_line(stderr):
     return lines[0]
 
 
+def test_malformed_ray_address_is_one_line_and_exit_2(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "wfrl", "train", "--workflow", "critical_first",
+                          "--collector", "ray", "--ray-address", "garbage",
+                          "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "--ray-address" in _one_error_line(res.stderr)
+    assert not (tmp_path / "run").exists()       # refused before anything started
+
+
 def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

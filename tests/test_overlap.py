@@ -118,3 +118,33 @@ def test_overlapped_training_is_deterministic_across_runs_and_collectors(tmp_pat
     assert [int(r["Weights_Version"]) for r in log1] == [0] + list(range(11))
     assert comparable(log1) != comparable(log0)       # overlap really changes which weights play
     assert log1[0]["Env_Reward"] == log0[0]["Env_Reward"]   # … but not the first batch
+
+
+def test_a_search_started_before_overlap_existed_resumes_without_it(tmp_path):
+    import json
+
+    from wfrl.config import SearchConfig
+    from wfrl.search.loop import resume_config
+    stored = {"mode": "search", "wfrl_version": "0.x", **SearchConfig(out=str(tmp_path)).to_dict()}
+    del stored["overlap"]
+    (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
+    assert resume_config(str(tmp_path)).overlap is False
+    stored["overlap"] = True
+    (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
+    assert resume_config(str(tmp_path)).overlap is True
+
+
+def test_settle_waits_for_the_batch_and_keeps_it():
+    cond = np.tile(WF.onehot(), (N, 1))
+    col = _collector()
+    try:
+        learner = PPOLearner(PPO, seed=1)
+        steps = LearnerSteps(col, PPO, overlap=True)
+        steps.step(learner, WF, cond, 0, N, then=lambda e: (WF, N, N))
+        job = steps._ahead[1]
+        steps.settle()
+        assert job.done() and steps.behaviour is not None     # in, and still the next batch
+        eps, *_ = steps.step(learner, WF, cond, N, N)
+        assert [e.weights_version for e in eps] == [0] * N
+    finally:
+        col.close()

@@ -131,3 +131,16 @@ def test_an_impossible_n_workers_is_refused_before_any_worker_starts(tmp_path, c
     assert "workers fit" in res.stderr
     assert not out.exists()                  # nothing written, nothing started
     assert time.perf_counter() - t < 60
+
+
+def test_available_memory_respects_a_cgroup_limit(tmp_path):
+    (tmp_path / "meminfo").write_text("MemTotal: 25165824 kB\nMemAvailable: 20971520 kB\n")
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    assert available_mb(str(tmp_path / "meminfo"), str(cg)) == 20480          # no cgroup files
+    (cg / "memory.max").write_text("max\n")
+    (cg / "memory.current").write_text("1048576\n")
+    assert available_mb(str(tmp_path / "meminfo"), str(cg)) == 20480          # unlimited
+    (cg / "memory.max").write_text(f"{4 * 2**30}\n")
+    assert available_mb(str(tmp_path / "meminfo"), str(cg)) == 4095           # 4 GB − 1 MB used
+    assert available_mb(str(tmp_path / "none"), str(tmp_path / "none")) is None

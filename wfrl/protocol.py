@@ -72,7 +72,7 @@ class _Background:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def join(self, timeout: float) -> None:
+    def join(self, timeout: float | None) -> None:
         self._done.wait(timeout)
 
     def wait(self):
@@ -120,8 +120,8 @@ class LearnerSteps:
         t0 = time.perf_counter()
         if self._ahead is not None and self._ahead[0] == key:
             job = self._ahead[1]
+            eps = job.wait()          # (interrupted here, abort() still finds the batch)
             self._ahead = None
-            eps = job.wait()
             t_collect = job.seconds
         else:
             self.cancel()
@@ -181,6 +181,13 @@ class LearnerSteps:
         if abort is not None and not ahead[1].done():
             abort()
         ahead[1].join(timeout=30.0)
+
+    def settle(self) -> None:
+        """Wait until the batch being collected ahead, if any, is in (and keep it): before this
+        process plays episodes of its own, e.g. an evaluation on an in-process CybORG, whose
+        backends share Python's global random module with the collection."""
+        if self._ahead is not None:
+            self._ahead[1].join(None)
 
     def cancel(self) -> None:
         """Wait for the batch being collected ahead, if any, and drop it (its episodes are

@@ -132,6 +132,7 @@ def _train(cfg: TrainConfig, progress) -> dict:
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
                      f"compliance {compliance:.3f}")
             if keeper is not None and keeper.due(before, episodes):
+                steps.settle()   # the evaluation's episodes never interleave with a batch's
                 ev = keeper.evaluate(learner, episodes, update, payload)
                 progress(f"evaluation at {episodes} episodes (greedy, {cfg.eval_episodes} reserved "
                          f"episodes): reward {ev['Reward']:.2f} ± {ev['Reward_SE']:.2f}, "

@@ -63,9 +63,8 @@ class AsyncCollector(SharedCollectorBase):
                     broken = True
                     break
             if broken:
-                for fut in futures:
+                for fut in futures:   # (a broken pool never finishes them: no waiting here)
                     fut.cancel()
-                cf.wait(futures)
                 self._rebuild_pool()
                 continue
             pending = []
@@ -107,6 +106,7 @@ class AsyncCollector(SharedCollectorBase):
         self._shutdown_pool()
 
     def close(self):
+        self._closing = True     # a collect() still running elsewhere must not rebuild the pool
         try:
             self._shutdown_pool()
         finally:

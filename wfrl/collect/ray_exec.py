@@ -712,7 +712,7 @@ class RayCollector:
         self._placing[slot] = time.monotonic() + REPLACE_TIMEOUT_S
         self._probes[self.actors[slot].info.remote()] = (slot, self.generation[slot])
 
-    def _overdue_replacements(self) -> None:
+    def _overdue_replacements(self, load: list[int]) -> None:
         """A replacement that has not reported in REPLACE_TIMEOUT_S is made again with 0 CPUs
         (the free CPUs it was sized from may have belonged to a node not yet known dead); one
         of 0 CPUs that has not either cannot be placed anywhere: RayClusterError."""
@@ -723,6 +723,7 @@ class RayCollector:
                 continue
             if self.cpus[slot] > 0:
                 self._replace(slot, cpus=0.0)
+                load[slot] = 0       # the old generation's tasks no longer count against it
                 continue
             total = ray.cluster_resources().get("CPU", 0.0)
             raise RayClusterError(
@@ -782,10 +783,14 @@ class RayCollector:
                     in_flight[ref] = (slot, self.generation[slot], (r0, r1))
                     load[slot] += 1
             waiting = list(in_flight) + list(self._probes)
-            ready, _ = ray.wait(waiting, num_returns=1, timeout=POLL_S)
+            if waiting:
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=POLL_S)
+            else:                      # nothing to wait on (ray.wait([]) returns at once)
+                time.sleep(POLL_S)
+                ready = []
             self._check()
             if not ready:
-                self._overdue_replacements()
+                self._overdue_replacements(load)
                 if time.monotonic() - progress > READY_TIMEOUT_S:
                     raise RuntimeError(f"no episode came back from the Ray actors in "
                                        f"{READY_TIMEOUT_S:.0f} s (can the cluster place "

@@ -21,16 +21,33 @@ WORKER_MB = {  # resident memory per worker, MB (a little above the measured fig
 LEARNER_MB = 600  # the learner process itself (torch, batch, buffers)
 
 
-def available_mb(meminfo: str = "/proc/meminfo") -> float | None:
-    """MemAvailable of this machine in MB (None where /proc/meminfo does not say)."""
+def _read(path: str) -> str | None:
     try:
-        with open(meminfo) as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def available_mb(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup") -> float | None:
+    """Memory this process can still use, in MB: the machine's MemAvailable, or less where a
+    cgroup (v2) limit is set (a container: memory.max − memory.current); None where neither
+    says."""
+    found = []
+    text = _read(meminfo) or ""
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                found.append(int(line.split()[1]) / 1024)
+            except (IndexError, ValueError):
+                pass
+    limit, used = _read(f"{cgroup}/memory.max"), _read(f"{cgroup}/memory.current")
+    if limit and used and limit.strip() != "max":
+        try:
+            found.append(max(0.0, (int(limit) - int(used)) / 2**20))
+        except ValueError:
+            pass
+    return min(found) if found else None
 
 
 def check_workers_fit(collector: str, backend: str, n_workers: int, ray_address=None,

@@ -162,6 +162,7 @@ class SyncCollector(SharedCollectorBase):
 
     def close(self):
         """Stop the workers (politely when they are idle, otherwise at once) and unlink."""
+        self._closing = True     # a collect() still running elsewhere must not restart them
         try:
             if self._idle and self.procs and all(p.is_alive() for p in self.procs):
                 self.cmd[0] = CMD_STOP

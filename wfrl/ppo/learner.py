@@ -26,6 +26,17 @@ from wfrl.ppo.batch import Batch
 from wfrl.ppo.policy import ActorCritic
 
 
+def _adam(params, lr: float, fused: bool):
+    """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later)."""
+    params = list(params)
+    if fused:
+        try:
+            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.Adam(params, lr=lr, eps=1e-5)
+
+
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
 
@@ -39,8 +50,7 @@ class PPOLearner:
         self._gen = torch.Generator().manual_seed(seed)
         self.net = cfg.net()
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5,
-                                    **({} if reference else {"fused": True}))
+        self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference)
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
 

@@ -34,7 +34,7 @@ import numpy as np
 from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import ExhaustiveConfig
+from wfrl.config import ExhaustiveConfig, resolve_collector
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
@@ -93,7 +93,7 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     run's table is written to DIR directly."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg = cfg.validate().resolved()
-    check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers)
+    check_workers_fit(resolve_collector(cfg.collector), cfg.backend, cfg.n_workers)
     if cfg.repeats == 1:
         with locked_dir(cfg.out, "exhaustive table"):
             return _exhaustive_one(cfg, progress)

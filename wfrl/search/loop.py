@@ -581,6 +581,7 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
     if not isinstance(d, dict) or d.get("mode") != "search":
         raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
     d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
+    d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
     d["out"] = os.fspath(run_dir)
     d.update(overrides or {})
     return SearchConfig.from_dict(d)

@@ -104,8 +104,9 @@ def _comparable(out):
 
 
 # every parallel collector with overlap (the default), and without it the executor-async one,
-# whose idle pool broke at the next submit before (the no-overlap paths of the sync and Ray
-# collectors are the ones tests/test_collectors.py and tests/test_ray.py kill workers in)
+# whose idle pool broke at the next submit before (without overlap a sync worker or Ray actor
+# dies either mid-collection, as in tests/test_collectors.py and tests/test_ray.py, or while
+# idle, which the next collect() finds the same way)
 CASES = [("sync", True), ("async", True), ("async", False),
          pytest.param("ray", True, marks=pytest.mark.ray)]
 

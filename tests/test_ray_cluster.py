@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from test_ray import _listeners, _loopback
 
+from wfrl.collect.ray_exec import _cmdline
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,14 +130,6 @@ def _children(pid) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass
     return out
-
-
-def _cmdline(pid) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _node_processes(temp_dir: str) -> list[int]:

@@ -185,14 +185,14 @@ def test_missing_cyborg_extra_is_a_clear_error(tmp_path):
 @pytest.mark.slow
 @pytest.mark.cyborg
 def test_parity_json():
-    res = wfrl("parity", "--red-agent", "B_lineAgent", "--blue", "sleep", "--episodes", 12,
+    res = wfrl("parity", "--red-agent", "B_lineAgent", "--blue", "sleep", "--episodes", 6,
                "--sim-episodes", 500, "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
-    assert d["sim"]["n"] == 500 and d["cyborg"]["n"] == 12
+    assert d["sim"]["n"] == 500 and d["cyborg"]["n"] == 6
     assert abs(d["diff"] - (d["sim"]["mean"] - d["cyborg"]["mean"])) < 1e-9
     assert -1200 < d["cyborg"]["mean"] < -1000 and isinstance(d["equivalent"], bool)
-    text = wfrl("parity", "--blue", "react-restore", "--episodes", 4, "--sim-episodes", 100)
+    text = wfrl("parity", "--blue", "react-restore", "--episodes", 2, "--sim-episodes", 100)
     assert text.returncode == 0 and "TOST" in text.stdout
 
 

@@ -27,7 +27,7 @@ N_CYBORG = REFERENCE_EPISODES
 N_SIM = 10000
 SEED_SIM = 7
 # Episodes of each pair replayed live on CybORG per run (drawn afresh each run, printed on failure)
-N_REPLAY = 4
+N_REPLAY = 2
 
 
 def test_scalar_and_batched_blue_policies_agree():

@@ -81,8 +81,6 @@ def test_a_lock_left_by_a_killed_run_does_not_block_resume(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert (out / LOCK_FILE).read_text().strip() == str(proc.pid)   # the stale lock file
-    res = _wfrl("train", "--resume", out, "--total-episodes", "400", timeout=300)
-    assert res.returncode == 2 and "cannot be changed" in res.stderr  # settings stay the run's
     # resume for real, and stop it once it has trained past the kill: it got past the lock
     before = len(read_csv(out / "training_log.csv"))
     proc = subprocess.Popen([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],

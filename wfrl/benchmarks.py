@@ -14,6 +14,7 @@ when Ray is not installed.
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import time
 
@@ -46,12 +47,8 @@ def bare_episodes_per_s(backend: str, red_agent: str, episodes: int) -> float:
 
 
 def _worker_rss_mb(collector) -> float | None:
-    pids = [p.pid for p in getattr(collector, "procs", [])]
-    pool = getattr(collector, "pool", None)
-    if pool is not None:
-        pids = [p.pid for p in getattr(pool, "_processes", {}).values()]
-    if hasattr(collector, "worker_pids"):  # Ray: the actors' processes
-        pids = collector.worker_pids()
+    """Largest resident memory of the collector's workers (processes or Ray actors)."""
+    pids = collector.worker_pids() if hasattr(collector, "worker_pids") else []
     rss = []
     for pid in pids:
         try:
@@ -148,7 +145,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     cond = np.tile(wf.onehot(), (episodes_per_update, 1))
     out = {"collector": collector, "n_workers": n_workers, "episodes_per_update":
            episodes_per_update, "torch_threads": torch.get_num_threads(),
-           "cpu_count": __import__("os").cpu_count()}
+           "cpu_count": os.cpu_count()}
 
     # collect only, and a store of recorded batches for the update
     learner = PPOLearner(ppo, seed=seed)

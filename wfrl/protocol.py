@@ -158,8 +158,7 @@ class LearnerSteps:
                     self._set_threads(cores)
 
             try:
-                ustats = learner.update(batch, between=between) if not learner.reference \
-                    else learner.update(batch)
+                ustats = learner.update(batch, between=between)
             finally:
                 self._set_threads(cores)
         return eps, ustats, t_collect, time.perf_counter() - t1
@@ -217,6 +216,12 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
             "compliance": round(float(np.mean(comps)), 4)}
 
 
+def batch_compliance(eps) -> float:
+    """A batch's mean compliance, as its training_log.csv row records it (rounded to 4 places):
+    what the stop rules of training and search compare with θ."""
+    return round(float(np.mean([e.compliance for e in eps])), 4)
+
+
 def behaviour_version(eps) -> int:
     """The learner version of the weights that played a batch (Weights_Version in the log)."""
     return max(e.weights_version for e in eps)
@@ -233,7 +238,7 @@ def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_updat
         "Episodes": episodes, "Total_Episodes_Sampled": total_sampled,
         "Env_Reward": round(env_r, 4), "Env_Reward_SE": round(env_se, 4),
         "Alignment_Bonus": round(align, 4), "Total_Reward": round(env_r + align, 4),
-        "Compliance": round(float(np.mean([e.compliance for e in eps])), 4),
+        "Compliance": batch_compliance(eps),
         "Avg_Fixes": round(float(np.mean([e.fixes for e in eps])), 3),
         "Collection_Time": round(t_collect, 4), "Update_Time": round(t_update, 4),
         "Episodes_Per_Second": round(len(eps) / max(t_collect, 1e-9), 3),

@@ -70,9 +70,8 @@ class RunLock:
         self.release()
 
 
-@contextlib.contextmanager
-def locked_dir(path: str | os.PathLike, what: str = "run"):
-    """Create `path` if needed and hold its RunLock for the duration of the block."""
+def make_dir(path: str | os.PathLike) -> Path:
+    """`path` as a directory, created if needed; UserError if it is a file or cannot be made."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"output path {path} is not a directory")
@@ -80,7 +79,13 @@ def locked_dir(path: str | os.PathLike, what: str = "run"):
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create output directory {path}: {exc.strerror}") from None
-    with RunLock(path, what) as lock:
+    return path
+
+
+@contextlib.contextmanager
+def locked_dir(path: str | os.PathLike, what: str = "run"):
+    """Create `path` if needed and hold its RunLock for the duration of the block."""
+    with RunLock(make_dir(path), what) as lock:
         yield lock
 
 
@@ -88,13 +93,7 @@ class RunDir:
     """The --out directory of a run. Checks that it is usable before anything is written."""
 
     def __init__(self, path: str | os.PathLike, force: bool = False):
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise UserError(f"output path {self.path} is not a directory")
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create output directory {self.path}: {exc.strerror}") from None
+        self.path = make_dir(path)
         try:
             fd, probe = tempfile.mkstemp(dir=self.path, prefix=".wfrl-probe-")
             os.close(fd)

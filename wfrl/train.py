@@ -10,12 +10,13 @@ import numpy as np
 
 from wfrl import __version__
 from wfrl.collect.base import make_collector
+from wfrl.collect.resources import check_workers_fit
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import LOG_COLUMNS, LearnerSteps, behaviour_version, log_row, policy_payload
+from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
+                           policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.collect.resources import check_workers_fit
 from wfrl.runlog import CsvLog, RunDir, locked_dir, save_checkpoint, write_json
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
@@ -76,7 +77,7 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
-    check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers, cfg.ray_address)
+    check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
     with locked_dir(cfg.out, "training run"):
         return _train(cfg, progress)
 
@@ -98,6 +99,10 @@ def _train(cfg: TrainConfig, progress) -> dict:
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
     keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 
+    def compliant(episodes: int, compliance: float) -> bool:
+        """Training stops early: θ reached after --min-episodes."""
+        return episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold
+
     episodes, update, stop = 0, 0, "budget"
     started = time.perf_counter()
     try:
@@ -106,11 +111,9 @@ def _train(cfg: TrainConfig, progress) -> dict:
             learner.set_progress(episodes / cfg.total_episodes)
 
             def then(eps, after=episodes + n):
-                # the stop rules below, decided from the batch alone: the next batch is wanted
+                # the loop's stop rules, decided from the batch alone: the next batch is wanted
                 # unless the budget is spent or this batch's compliance ends the run
-                compliance = round(float(np.mean([e.compliance for e in eps])), 4)
-                if after >= cfg.total_episodes or (after >= cfg.min_episodes and
-                                                   compliance >= cfg.compliance_threshold):
+                if after >= cfg.total_episodes or compliant(after, batch_compliance(eps)):
                     return None
                 return wf, after, min(per_update, cfg.total_episodes - after)
 
@@ -137,7 +140,7 @@ def _train(cfg: TrainConfig, progress) -> dict:
                 progress(f"evaluation at {episodes} episodes (greedy, {cfg.eval_episodes} reserved "
                          f"episodes): reward {ev['Reward']:.2f} ± {ev['Reward_SE']:.2f}, "
                          f"compliance {ev['Compliance']:.3f}{' — best so far' if ev['Best'] else ''}")
-            if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
+            if compliant(episodes, compliance):
                 stop = "compliance"
                 break
     except BaseException:

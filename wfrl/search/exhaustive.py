@@ -220,11 +220,8 @@ def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
 
 
 def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
+    """One table in cfg.out (made and locked by the caller, locked_dir)."""
     out = Path(cfg.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create output directory {out}: {exc.strerror}") from None
     make_backend(cfg.backend, cfg.red_agent).close()
     csv_path = out / "exhaustive.csv"
     done = set()

@@ -36,15 +36,15 @@ import numpy as np
 
 from wfrl import __version__
 from wfrl.collect.base import make_collector
+from wfrl.collect.resources import check_workers_fit
 from wfrl.config import SearchConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
-                           behaviour_version, checkpoint_path, evaluate_policy, log_row,
-                           policy_payload, pretrain)
+                           batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
+                           log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.collect.resources import check_workers_fit
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
                          read_csv, save_checkpoint, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
@@ -76,11 +76,6 @@ def _truncate_csv(path: Path, columns: list[str], rows: int) -> None:
     _atomic_write_bytes(path, b"\n".join(lines[:rows + 1]) + b"\n")
 
 
-def _batch_compliance(eps) -> float:
-    """A batch's mean compliance as its training_log.csv row records it (protocol.log_row)."""
-    return round(float(np.mean([e.compliance for e in eps])), 4)
-
-
 def fit_observations(model: PermutationGP, obs: list[dict], detrend: bool) -> PermutationGP:
     """Fit the GP to the search's observations; with detrend, against log(lineage episodes) as a
     linear covariate (see wfrl.search.gp)."""
@@ -105,6 +100,7 @@ class WorkflowSearch:
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.run = Path(cfg.out)
         self._t0 = None  # start of this session (run_search)
+        self.steps = None  # LearnerSteps of run_search
         if resume:
             self.state, self.learner_state = self._open_resume()
         else:
@@ -156,7 +152,7 @@ class WorkflowSearch:
         if self._t0 is not None:
             self.state.wall_time = round(self._wall_before + time.perf_counter() - self._t0, 3)
         learner_state = learner.state() if learner is not None else None
-        ahead = getattr(self, "steps", None) and self.steps.behaviour
+        ahead = self.steps.behaviour if self.steps is not None else None
         if learner_state is not None and ahead:
             import torch
             learner_state["behaviour"] = {"weights": torch.from_numpy(ahead[0].copy()),
@@ -324,7 +320,7 @@ class WorkflowSearch:
         def then(eps):
             # This update's stop rule, decided from the batch alone (as below, without changing
             # the state): the visit's next batch is wanted unless the visit stops here.
-            recent = (visit.recent_compliance + [_batch_compliance(eps)])[-cfg.compliance_window:]
+            recent = (visit.recent_compliance + [batch_compliance(eps)])[-cfg.compliance_window:]
             compliance = round(float(np.mean(recent)), 4)
             since = 0 if compliance > visit.best_compliance else visit.updates_since_best + 1
             left = cfg.total_episodes - state.episodes_used - n

@@ -20,7 +20,7 @@ directives = {
 }
 
 # Portable optimisation only: wheels go to other machines, so no -march=native.
-compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
+compile_args = (["-O0", "-g"] if DEBUG else ["-O3"]) + ["-fopenmp-simd"]
 macros = [] if DEBUG else [("NDEBUG", "1")]
 
 extensions = [
@@ -31,7 +31,7 @@ extensions = [
         depends=["csrc/wfrl_gae.h", "csrc/wfrl_buffer.h", "csrc/wfrl_types.h", "csrc/wfrl_rng.h",
                  "csrc/wfrl_cage2.h", "csrc/wfrl_mlp.h", "csrc/wfrl_compliance.h",
                  "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h", "csrc/wfrl_seqlock.h",
-                 "csrc/wfrl_vec.h"],
+                 "csrc/wfrl_vec.h", "csrc/wfrl_head.h"],
         extra_compile_args=compile_args,
         define_macros=macros,
     ),

@@ -417,6 +417,40 @@ def memory_rows(const float[:, :, ::1] obs, const int32_t[:, ::1] actions,
     return (feats if memory else None), (allowed if mask else None)
 
 
+cdef extern from "wfrl_head.h" nogil:
+    void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
+                       const int64_t *actions, const float *old_logp, const float *adv,
+                       float clip, float ent_coef, float *grad, double *stats)
+
+
+def ppo_head(const float[:, ::1] logits, const uint8_t[:, ::1] allowed not None,
+             const int64_t[::1] actions, const float[::1] old_logp, const float[::1] adv,
+             float clip, float ent_coef, float[:, ::1] grad):
+    """The PPO policy head of one minibatch in one pass (C): writes d loss / d logits into grad
+    [n, A] and returns the sums over rows of (clipped surrogate, entropy, approx. KL, clipped
+    ratios); loss = mean surrogate - ent_coef * mean entropy. allowed [n, A]: 1 where the action
+    is allowed, 0 where it is masked. Plain twin: wfrl.ppo.head.head_loss_reference (torch autograd); see
+    csrc/wfrl_head.h."""
+    cdef Py_ssize_t n = logits.shape[0], A = logits.shape[1], i
+    _need(A > 0 and n > 0, "ppo_head: logits must be a non-empty [n, A] array")
+    _need(grad.shape[0] == n and grad.shape[1] == A, f"ppo_head: grad must have shape ({n}, {A})")
+    _need(actions.shape[0] == n and old_logp.shape[0] == n and adv.shape[0] == n,
+          f"ppo_head: actions, old_logp and adv must have {n} entries")
+    _need(allowed.shape[0] == n and allowed.shape[1] == A,
+          f"ppo_head: allowed must have shape ({n}, {A})")
+    cdef bint in_range = True
+    with nogil:
+        for i in range(n):
+            if actions[i] < 0 or actions[i] >= A:
+                in_range = False
+    _need(in_range, f"ppo_head: an action lies outside 0..{A - 1}")
+    cdef double stats[4]
+    with nogil:
+        wfrl_ppo_head(n, A, &logits[0, 0], &allowed[0, 0], &actions[0], &old_logp[0], &adv[0], clip,
+                      ent_coef, &grad[0, 0], stats)
+    return stats[0], stats[1], stats[2], stats[3]
+
+
 cdef void *_aligned(object storage):
     """Pointer to a 64-byte aligned address inside a numpy uint8 array (with 64 spare bytes)."""
     cdef uint8_t[::1] raw = storage

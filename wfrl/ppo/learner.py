@@ -5,10 +5,11 @@ Two implementations of the same update: `update` (the default) and `update_refer
 original code path, kept for comparison and held equal to it by tests/test_learner.py). The
 default one differs only in how the numbers are computed:
 
-- the action mask is applied as an added bias (built once per update) instead of masked_fill,
-  and the entropy's probabilities come from softmax instead of exp(log p): masked_fill and exp
-  of a −1e9 log-probability (float underflow takes exp's slow path) were half of the reference
-  update's time;
+- the policy head (log-softmax, the taken action's ratio, the clipped surrogate, the entropy bonus
+  and their gradient with respect to the logits) is one compiled pass (wfrl.ppo.head, C in
+  csrc/wfrl_head.h) instead of a dozen torch operations and their autograd backward; the mask
+  enters it as the 0/1 array itself. The reference path's masked_fill, and exp of a −1e9
+  log-probability (float underflow takes exp's slow path), were half of its time;
 - each epoch gathers its shuffled batch once (index_select) and slices minibatches from it,
   instead of fancy-indexing every tensor per minibatch;
 - fused Adam, foreach gradient clipping, and statistics kept as tensors until the end (no .item()
@@ -23,6 +24,7 @@ import torch
 from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
+from wfrl.ppo.head import head_loss
 from wfrl.ppo.policy import ActorCritic
 
 
@@ -79,55 +81,41 @@ class PPOLearner:
         old_logp = torch.from_numpy(np.ascontiguousarray(batch.logprobs, np.float32))
         adv_all = torch.from_numpy(np.ascontiguousarray(batch.advantages, np.float32))
         ret_all = torch.from_numpy(np.ascontiguousarray(batch.returns, np.float32))
-        # the mask as an additive bias: 0 for an allowed action, MASKED_LOGIT for a masked one
-        bias = (None if batch.masks is None else MASKED_LOGIT * (1.0 - torch.from_numpy(
-            np.ascontiguousarray(batch.masks).view(np.uint8)).to(torch.float32)))
+        masks = (None if batch.masks is None else
+                 torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
         mb = max(1, -(-n // cfg.minibatches))
         params = list(self.model.parameters())
-        stats = []
+        stats, v_losses = [], []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self._gen)
             o, a, lp0, ad, rt = (t.index_select(0, perm)
                                  for t in (obs, actions, old_logp, adv_all, ret_all))
-            bi = bias.index_select(0, perm) if bias is not None else None
+            mk = masks.index_select(0, perm) if masks is not None else None
             for start in range(0, n, mb):
                 if between is not None:
                     between()
                 sl = slice(start, start + mb)
                 logits, value = self.model(o[sl])
-                if bi is not None:
-                    # MASKED_LOGIT added, not written: the log-probabilities of allowed actions
-                    # are the same (exp of either underflows to exactly 0), as are the gradients
-                    logits = logits + bi[sl]
-                log_p = torch.log_softmax(logits, dim=-1)
-                logp = log_p.gather(1, a[sl].unsqueeze(1)).squeeze(1)
                 adv = ad[sl]
                 if adv.numel() > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                log_ratio = logp - lp0[sl]
-                ratio = log_ratio.exp()
-                pg_loss = torch.max(-adv * ratio,
-                                    -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+                # surrogate - entropy bonus and its gradient w.r.t. the logits in one compiled pass
+                head, head_stats = head_loss(logits, None if mk is None else mk[sl], a[sl],
+                                             lp0[sl], adv, cfg.clip, self.entropy_coef)
                 v_loss = 0.5 * (value - rt[sl]).pow(2).mean()
-                # softmax, not exp(log p): exp of a −1e9 log-probability takes the slow path;
-                # a masked action's p is exactly 0, and 0 · log p = 0 in the entropy
-                p = torch.softmax(logits, dim=-1)
-                entropy = -(p * log_p).sum(-1).mean()
-                loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
+                loss = head + cfg.value_coef * v_loss
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.opt.step()
-                with torch.no_grad():
-                    stats.append(torch.stack([
-                        pg_loss.detach(), v_loss.detach(), entropy.detach(),
-                        ((ratio - 1) - log_ratio).mean(),
-                        ((ratio - 1).abs() > cfg.clip).to(torch.float32).mean()]))
+                stats.append(head_stats)
+                v_losses.append(v_loss.detach())
         self.version += 1
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
-        means = torch.stack(stats).to(torch.float64).mean(0).tolist()
-        return dict(zip(STAT_NAMES, means))
+        pg, ent, kl, clip_frac = np.mean(np.asarray(stats, np.float64), axis=0).tolist()
+        v = float(torch.stack(v_losses).to(torch.float64).mean())
+        return dict(zip(STAT_NAMES, (pg, v, ent, kl, clip_frac)))
 
     def update_reference(self, batch: Batch) -> dict:
         """The original update path (see the module docstring)."""

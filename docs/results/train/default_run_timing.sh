@@ -1,18 +1,16 @@
 #!/bin/bash
-# Default-run timing on this machine: new code (fresh clone of HEAD) x3 and the session-start
-# code (c7f9770) x1, full `python -m wfrl train`; then a 10,000-episode attribution set.
+# Default-run timing on this machine: `python -m wfrl train` with no arguments in a fresh clone of
+# this code (x3) and of the code before the compiled policy head (d394da3, x2), alternated; the
+# clones are built in place (setup.py build_ext --inplace) and run with the project's venv.
+#   bash docs/results/train/default_run_timing.sh      # ~20 min on the 2-core VM
 PY=/work/main/.venv/bin/python
-out=/tmp/w12/timing.txt
+W=/tmp/w12b
+out=$W/timing.txt
 : > $out
-t() { local dir=$1; shift; local s=$(date +%s.%N); (cd $dir && $PY -m wfrl "$@" > /dev/null 2>/tmp/w12/last_err.txt); local rc=$?; local e=$(date +%s.%N); echo "$(basename $dir) rc=$rc $(echo "$e - $s" | bc) s :: $*" >> $out; }
-t /tmp/w12/fresh train --out /tmp/w12/runs/new1
-t /tmp/w12/old   train --out /tmp/w12/runs/old1
-t /tmp/w12/fresh train --out /tmp/w12/runs/new2
-t /tmp/w12/fresh train --out /tmp/w12/runs/new3
-for i in 1 2; do
-t /tmp/w12/old   train --total-episodes 10000 --out /tmp/w12/runs/a_old_$i
-t /tmp/w12/old   train --total-episodes 10000 --no-memory --no-mask --out /tmp/w12/runs/a_oldplain_$i
-t /tmp/w12/fresh train --total-episodes 10000 --no-overlap --out /tmp/w12/runs/a_newno_$i
-t /tmp/w12/fresh train --total-episodes 10000 --out /tmp/w12/runs/a_new_$i
-done
+t() { local dir=$1; shift; local s=$(date +%s.%N); (cd $W/$dir && $PY -m wfrl "$@" > $W/$(basename ${@: -1}).log 2>&1); local rc=$?; local e=$(date +%s.%N); echo "$dir rc=$rc $(echo "$e - $s" | bc) s :: $*" >> $out; }
+t fresh train --out $W/runs/new1
+t old   train --out $W/runs/old1
+t fresh train --out $W/runs/new2
+t old   train --out $W/runs/old2
+t fresh train --out $W/runs/new3
 echo DONE >> $out

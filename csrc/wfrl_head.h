@@ -19,7 +19,7 @@
  * H_i, (r_i - 1) - log r_i and 1[|r_i - 1| > clip].
  *
  * Reference: wfrl/ppo/head.py (head_loss_reference), the same loss through torch autograd, held
- * equal by tests/test_head.py. */
+ * equal by tests/test_head.py, which also runs csrc/tools/check_head.c under ASan and UBSan. */
 #ifndef WFRL_HEAD_H
 #define WFRL_HEAD_H
 

@@ -444,10 +444,15 @@ def ppo_head(const float[:, ::1] logits, const uint8_t[:, ::1] allowed not None,
             if actions[i] < 0 or actions[i] >= A:
                 in_range = False
     _need(in_range, f"ppo_head: an action lies outside 0..{A - 1}")
-    cdef double stats[4]
+    cdef const char *zb = <const char *>&logits[0, 0]
+    cdef const char *gb = <const char *>&grad[0, 0]
+    cdef Py_ssize_t nbytes = n * A * sizeof(float)
+    _need(gb + nbytes <= zb or zb + nbytes <= gb, "ppo_head: grad must not overlap logits")
+    cdef double stats[5]
     with nogil:
         wfrl_ppo_head(n, A, &logits[0, 0], &allowed[0, 0], &actions[0], &old_logp[0], &adv[0], clip,
                       ent_coef, &grad[0, 0], stats)
+    _need(stats[4] == 0, f"ppo_head: {int(stats[4])} row(s) allow no action")
     return stats[0], stats[1], stats[2], stats[3]
 
 

@@ -16,7 +16,8 @@
  * otherwise (the clamp passes no gradient where it clips), and 0 for every action outside S. A
  * taken action outside S gets the log-probability of a logit moved by WFRL_MASKED_LOGIT, as the
  * additive mask bias gives it (its ratio is then 0). stats receives the sums over rows of pg_i,
- * H_i, (r_i - 1) - log r_i and 1[|r_i - 1| > clip].
+ * H_i, (r_i - 1) - log r_i and 1[|r_i - 1| > clip], and in stats[4] the number of rows that allow no
+ * action at all (their gradient is set to 0; the binding refuses such a minibatch).
  *
  * Reference: wfrl/ppo/head.py (head_loss_reference), the same loss through torch autograd, held
  * equal by tests/test_head.py, which also runs csrc/tools/check_head.c under ASan and UBSan. */
@@ -41,7 +42,11 @@
 
 static inline float wfrl_exp_nonpos(float x)
 {
-    x = x < -87.0f ? -87.0f : (x > 0.0f ? 0.0f : x);
+    /* below -87 the result is 0 exactly (not a subnormal, which is slow in later arithmetic);
+     * the clamp is written so that a NaN also lands on -87 (no undefined float-to-int cast) */
+    const float keep = x >= -87.0f ? 1.0f : 0.0f;
+    x = x > 0.0f ? 0.0f : x;
+    x = x >= -87.0f ? x : -87.0f;
     const float k = (float)(int32_t)(x * 1.44269504088896341f - 0.5f);  /* x <= 0: round */
     const float r = (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
     float p = 1.0f / 720.0f;
@@ -54,14 +59,14 @@ static inline float wfrl_exp_nonpos(float x)
     const int32_t bits = ((int32_t)k + 127) << 23;
     float two_k;
     memcpy(&two_k, &bits, sizeof two_k);
-    return p * two_k;
+    return keep * (p * two_k);
 }
 
 static inline void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
                                  const int64_t *actions, const float *old_logp, const float *adv,
                                  float clip, float ent_coef, float *grad, double *stats)
 {
-    double pg_sum = 0.0, ent_sum = 0.0, kl_sum = 0.0, clipped = 0.0;
+    double pg_sum = 0.0, ent_sum = 0.0, kl_sum = 0.0, clipped = 0.0, empty = 0.0;
     const float inv_n = 1.0f / (float)n;
     const float ent_w = ent_coef * inv_n;
     for (int64_t i = 0; i < n; ++i) {
@@ -83,6 +88,11 @@ static inline void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, cons
             const float e = (ok[j] ? 1.0f : 0.0f) * wfrl_exp_nonpos(z[j] - m);
             gz[j] = e;
             s += e;
+        }
+        if (!(s > 0.0f)) {          /* no allowed action: the row is refused (stats[4]) */
+            for (int64_t j = 0; j < A; ++j) gz[j] = 0.0f;
+            empty += 1.0;
+            continue;
         }
         const float lse = m + logf(s);
         const float inv_s = 1.0f / s;
@@ -116,6 +126,7 @@ static inline void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, cons
     stats[1] = ent_sum;
     stats[2] = kl_sum;
     stats[3] = clipped;
+    stats[4] = empty;
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -95,6 +95,12 @@ def test_bad_arguments_are_refused():
         _core.ppo_head(logits, np.ascontiguousarray(allowed[:, :10]), actions, old, adv, 0.2, 0.01, grad)
     with pytest.raises(ValueError, match="entries"):
         _core.ppo_head(logits, allowed, actions, old[:5], adv, 0.2, 0.01, grad)
+    with pytest.raises(ValueError, match="overlap"):
+        _core.ppo_head(logits, allowed, actions, old, adv, 0.2, 0.01, logits)
+    none_allowed = allowed.copy()
+    none_allowed[2] = 0
+    with pytest.raises(ValueError, match="1 row.s. allow no action"):
+        _core.ppo_head(logits, none_allowed, actions, old, adv, 0.2, 0.01, grad)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -48,8 +48,9 @@ int main(int argc, char **argv)
             old_logp[i] = (float)(-5.0 * wfrl_rng_uniform(&rng));
             adv[i] = (float)(4.0 * wfrl_rng_uniform(&rng) - 2.0);
         }
-        double stats[4];
+        double stats[5];
         wfrl_ppo_head(n, A, logits, allowed, actions, old_logp, adv, 0.2f, 0.01f, grad, stats);
+        if (stats[4] != 0) return fail("a row was reported without an allowed action", c, -1);
         for (int i = 0; i < 4; ++i)
             if (!isfinite(stats[i])) return fail("a statistic is not finite", c, -1);
         if (stats[1] < -1e-3 || stats[1] > (double)n * log((double)A) + 1e-3)

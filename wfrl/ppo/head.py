@@ -45,12 +45,13 @@ _ALL_ALLOWED: dict[tuple, np.ndarray] = {}
 
 def _all_allowed(shape: tuple) -> np.ndarray:
     """A read-only all-ones mask of this shape, made once (an unmasked policy's minibatches)."""
-    if shape not in _ALL_ALLOWED:
+    ones = _ALL_ALLOWED.get(shape)
+    if ones is None:
         ones = np.ones(shape, np.uint8)
         ones.flags.writeable = False
         _ALL_ALLOWED.clear()
         _ALL_ALLOWED[shape] = ones
-    return _ALL_ALLOWED[shape]
+    return ones
 
 
 def head_loss(logits: torch.Tensor, allowed: torch.Tensor | None, actions: torch.Tensor,

@@ -12,8 +12,7 @@ default one differs only in how the numbers are computed:
   log-probability (float underflow takes exp's slow path), were half of its time;
 - each epoch gathers its shuffled batch once (index_select) and slices minibatches from it,
   instead of fancy-indexing every tensor per minibatch;
-- fused Adam, foreach gradient clipping, and statistics kept as tensors until the end (no .item()
-  per minibatch).
+- fused Adam and foreach gradient clipping.
 The minibatch shuffles draw the same permutations from the learner's generator, so both paths
 visit the same minibatches."""
 from __future__ import annotations
@@ -85,7 +84,7 @@ class PPOLearner:
                  torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
         mb = max(1, -(-n // cfg.minibatches))
         params = list(self.model.parameters())
-        stats, v_losses = [], []
+        stats = []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self._gen)
             o, a, lp0, ad, rt = (t.index_select(0, perm)
@@ -108,14 +107,12 @@ class PPOLearner:
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.opt.step()
-                stats.append(head_stats)
-                v_losses.append(v_loss.detach())
+                pg, ent, kl, clip_frac = head_stats
+                stats.append((pg, float(v_loss.detach()), ent, kl, clip_frac))   # STAT_NAMES order
         self.version += 1
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
-        pg, ent, kl, clip_frac = np.mean(np.asarray(stats, np.float64), axis=0).tolist()
-        v = float(torch.stack(v_losses).to(torch.float64).mean())
-        return dict(zip(STAT_NAMES, (pg, v, ent, kl, clip_frac)))
+        return dict(zip(STAT_NAMES, np.mean(np.asarray(stats, np.float64), axis=0).tolist()))
 
     def update_reference(self, batch: Batch) -> dict:
         """The original update path (see the module docstring)."""

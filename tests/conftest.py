@@ -46,6 +46,76 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+    if any("wheel_venv" in getattr(item, "fixturenames", ()) for item in items):
+        _WheelBuild.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _WheelBuild.stop()
+
+
+# Building the wheel compiles the extension from scratch (~40 s of one core). It starts in the
+# background, at a lower priority, as soon as the selected tests are known to need it, and runs
+# beside the tests before them (which leave a core idle most of the time); the fixture waits.
+_BUILD_SCRIPT = r"""
+import subprocess, sys, sysconfig
+from pathlib import Path
+root, tmp, deps = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+def run(cmd):
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if res.returncode:
+        sys.exit(f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    return res.stdout
+run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"), str(root)])
+wheels = list((tmp / "dist").glob("wfrl-*.whl"))
+if len(wheels) != 1:
+    sys.exit(f"expected one wheel, found {wheels}")
+venv = tmp / "venv"
+run([sys.executable, "-m", "venv", str(venv)])
+py = venv / "bin" / "python"
+site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
+(Path(site) / "wfrl_test_deps.pth").write_text(deps + "\n")
+run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(wheels[0])])
+print(wheels[0])
+"""
+
+
+class _WheelBuild:
+    proc = None
+    tmp = None
+
+    @classmethod
+    def start(cls):
+        if cls.proc is not None:
+            return
+        import tempfile
+        cls.tmp = Path(tempfile.mkdtemp(prefix="wfrl-wheel-"))
+        cls.proc = subprocess.Popen(
+            [sys.executable, "-c", _BUILD_SCRIPT, str(ROOT), str(cls.tmp),
+             sysconfig.get_paths()["purelib"]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: os.nice(10), start_new_session=True)
+
+    @classmethod
+    def result(cls):
+        """Wait for the build; fail the test with its output unless it succeeded."""
+        out, err = cls.proc.communicate(timeout=1200)
+        assert cls.proc.returncode == 0, f"building and installing the wheel failed:\n{out}\n{err}"
+        venv = cls.tmp / "venv"
+        return WheelVenv(wheel=Path(out.strip().splitlines()[-1]), root=venv,
+                         python=venv / "bin" / "python")
+
+    @classmethod
+    def stop(cls):
+        proc, cls.proc = cls.proc, None
+        if proc is not None and proc.poll() is None:
+            import signal
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if cls.tmp is not None:
+            import shutil
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            cls.tmp = None
 
 
 @dataclasses.dataclass
@@ -63,22 +133,11 @@ def run_ok(cmd, **kw):
 
 
 @pytest.fixture(scope="session")
-def wheel_venv(tmp_path_factory):
-    """Build the wheel with `python -m build` (without an isolated build env: the build
-    requirements are installed here) and install it, without dependencies, into a new venv whose
+def wheel_venv():
+    """A venv with wfrl installed from a wheel freshly built by `python -m build` (without an
+    isolated build env: the build requirements are installed here), without dependencies; its
     only other entry is a path line to this environment's site-packages (no .pth file of it is
-    executed there, so the editable checkout stays invisible)."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    run_ok([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
-          str(ROOT)])
-    wheels = list((tmp / "dist").glob("wfrl-*.whl"))
-    assert len(wheels) == 1, wheels
-    venv = tmp / "venv"
-    run_ok([sys.executable, "-m", "venv", str(venv)])
-    py = venv / "bin" / "python"
-    site = run_ok([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
-                ).stdout.strip()
-    (Path(site) / "wfrl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run_ok([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-          str(wheels[0])])
-    return WheelVenv(wheel=wheels[0], root=venv, python=py)
+    executed there, so the editable checkout stays invisible). Built in the background from the
+    start of the session (_WheelBuild)."""
+    _WheelBuild.start()
+    return _WheelBuild.result()

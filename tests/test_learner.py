@@ -109,3 +109,87 @@ def test_fast_update_masked_actions_get_no_gradient_and_no_probability():
     assert np.array_equal(last.weight[7].detach().numpy(), before_w.numpy())
     assert last.bias[7].item() == before_b
     assert not np.array_equal(last.weight[8].detach().numpy(), before_w.numpy())
+
+
+def _decoupled_reference_loss(learner, batch, prox_logp, weight, clip):
+    """The decoupled surrogate written out in torch for one full-batch minibatch:
+    −mean(w · min(r·A, clip(r)·A)) with r = π/π_prox and w = π_prox/π_behav."""
+    import torch
+    from wfrl.features import MASKED_LOGIT
+    logits, _ = learner.model(torch.from_numpy(batch.obs))
+    logits = logits.masked_fill(~torch.from_numpy(batch.masks), MASKED_LOGIT)
+    logp = torch.log_softmax(logits, -1).gather(
+        1, torch.from_numpy(batch.actions.astype(np.int64)).unsqueeze(1)).squeeze(1)
+    adv = torch.from_numpy(batch.advantages)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    r = (logp - prox_logp).exp()
+    return -(weight * torch.min(r * adv, r.clamp(1 - clip, 1 + clip) * adv)).mean()
+
+
+def test_decoupled_update_on_a_fresh_batch_is_the_ordinary_update():
+    # A batch whose behaviour log-probabilities are the learner's own: the proximal weights are 1
+    # and the update moves the weights as the ordinary one does (up to float rounding).
+    cfg, batch = _recorded_batch(True)
+    a, b = PPOLearner(cfg, seed=3), PPOLearner(cfg, seed=3)   # the weights that played it
+    import torch
+    obs = torch.from_numpy(batch.obs)
+    prox, w = a.proximal_weights(obs, torch.from_numpy(batch.actions.astype(np.int64)),
+                                 torch.from_numpy(batch.logprobs),
+                                 torch.from_numpy(batch.masks.view(np.uint8)))
+    np.testing.assert_allclose(prox.numpy(), batch.logprobs, atol=2e-5)
+    np.testing.assert_allclose(w.numpy(), 1.0, atol=5e-5)
+    a.update(batch, stale=True)
+    b.update(batch)
+    np.testing.assert_allclose(a.flat_weights(), b.flat_weights(), rtol=1e-3, atol=1e-5)
+
+
+def test_decoupled_update_on_a_stale_batch():
+    # A batch played by the weights of one update ago: the first minibatch step's gradient is the
+    # gradient of the decoupled surrogate written out in torch (ratio against the learner's
+    # pre-update policy, steps weighted by π_prox/π_behav), and not the stale-ratio one's; with
+    # decoupled off, stale=True changes nothing.
+    import copy
+    import dataclasses
+
+    import torch
+    cfg, batch = _recorded_batch(True)
+    cfg = dataclasses.replace(cfg, epochs=1, minibatches=1, entropy_coef=0.0, value_coef=0.0,
+                              max_grad_norm=1e9, lr=1e-3)
+    base = PPOLearner(dataclasses.replace(cfg, lr=0.02, epochs=4, minibatches=4), seed=5)
+    base.update(batch)                          # now the batch is one update stale for `base`
+    state = base.state()
+
+    def fresh(c=cfg):
+        lrn = PPOLearner(c, seed=5)
+        lrn.load_state(copy.deepcopy(state))   # (load_state keeps the optimizer's tensors)
+        return lrn
+
+    act = torch.from_numpy(batch.actions.astype(np.int64))
+    masks = torch.from_numpy(batch.masks.view(np.uint8))
+    lrn = fresh()
+    prox, w = lrn.proximal_weights(torch.from_numpy(batch.obs), act,
+                                   torch.from_numpy(batch.logprobs), masks)
+    assert float(((w - 1).abs() > cfg.clip).float().mean()) > 0.05   # stale beyond the clip
+    ref = fresh()
+    ref.model.zero_grad()
+    _decoupled_reference_loss(ref, batch, prox, w, cfg.clip).backward()
+    want = torch.cat([p.grad.flatten() for p in ref.model.actor.parameters()])
+
+    grads = {}
+    for stale in (True, False):
+        lrn = fresh()
+        orig_step = lrn.opt.step
+
+        def capture(*args, _l=lrn, _s=stale, **kw):
+            grads[_s] = torch.cat([p.grad.flatten().clone() for p in _l.model.actor.parameters()])
+            return orig_step(*args, **kw)
+        lrn.opt.step = capture
+        lrn.update(batch, stale=stale)
+    np.testing.assert_allclose(grads[True].numpy(), want.numpy(), rtol=1e-3, atol=1e-6)
+    assert not np.allclose(grads[False].numpy(), want.numpy(), rtol=1e-3, atol=1e-6)
+
+    off = dataclasses.replace(cfg, decoupled=False)
+    x, y = fresh(off), fresh(off)
+    x.update(batch, stale=True)
+    y.update(batch)
+    np.testing.assert_array_equal(x.flat_weights(), y.flat_weights())

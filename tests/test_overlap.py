@@ -75,6 +75,30 @@ def test_without_overlap_steps_are_ppo_steps():
         b_col.close()
 
 
+def test_only_a_batch_played_by_older_weights_is_updated_as_stale():
+    # The learner is told a batch is stale (the decoupled objective, PPOConfig.decoupled) exactly
+    # when the weights that played it are older than its own: with overlap every batch after the
+    # first, without overlap none.
+    cond = np.tile(WF.onehot(), (N, 1))
+    col = _collector()
+    try:
+        for overlap, want in ((True, [False, True, True]), (False, [False, False, False])):
+            learner = PPOLearner(PPO, seed=2)
+            seen, update = [], learner.update
+
+            def record(batch, between=None, stale=False, _u=update, _s=seen):
+                _s.append(stale)
+                return _u(batch, between=between, stale=stale)
+            learner.update = record
+            steps = LearnerSteps(col, PPO, overlap=overlap)
+            for k in range(3):
+                steps.step(learner, WF, cond, N * k, N,
+                           then=(lambda e, k=k: (WF, N * (k + 1), N)) if k < 2 else None)
+            assert seen == want, overlap
+    finally:
+        col.close()
+
+
 def test_a_batch_asked_for_differently_is_dropped_and_collected_again():
     cond = np.tile(WF.onehot(), (N, 1))
     a_col, b_col = _collector(), _collector()

@@ -227,6 +227,11 @@ class PPOConfig(Settings):
     mask: bool = False
     """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or
     already has."""
+    decoupled: bool = True
+    """On a batch played by older weights than the learner's (collected while the previous
+    update ran, --overlap): clip the ratio against the policy before this update and weight each
+    step by its probability under that policy over the behaviour one (decoupled PPO); without
+    it the ratio is taken against the stale behaviour policy. No effect on fresh batches."""
     lr_final: float = setting(1.0, check=non_negative)
     """Learning rate at the end of a single-workflow run, as a fraction of --lr (linear;
     1 = constant)."""

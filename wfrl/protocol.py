@@ -138,8 +138,9 @@ class LearnerSteps:
             self._ahead = ((nwf.index, nfirst, nn),
                            _Background(self.collector.collect, weights, version, nwf, nfirst, nn),
                            weights, version)
+        stale = behaviour_version(eps) < learner.version if eps else False
         if self._ahead is None:
-            ustats = learner.update(batch)
+            ustats = learner.update(batch, stale=stale)
         else:
             # While the next batch is collected the learner leaves a core to it, for the first
             # third of the update's minibatch steps, then takes every core again. A fixed share,
@@ -158,7 +159,7 @@ class LearnerSteps:
                     self._set_threads(cores)
 
             try:
-                ustats = learner.update(batch, between=between)
+                ustats = learner.update(batch, between=between, stale=stale)
             finally:
                 self._set_threads(cores)
         return eps, ustats, t_collect, time.perf_counter() - t1

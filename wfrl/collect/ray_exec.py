@@ -300,6 +300,18 @@ def _cmdline(pid) -> str:
         return ""
 
 
+_MARKER = "WFRL_RAY_INSTANCE"
+
+
+def _environ(pid) -> bytes:
+    """The environment pid was started with ("" when it is gone or not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return b"\0" + f.read()
+    except OSError:
+        return b""
+
+
 def _argv(pid) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -410,7 +422,11 @@ class LocalRay:
         self.temp_dir = tempfile.mkdtemp(prefix="wfrl-ray-")
         self.session_dir = None
         env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
-               "RAY_AUTH_TOKEN": _auth_token(), "RAY_USAGE_STATS_ENABLED": "0"}
+               "RAY_AUTH_TOKEN": _auth_token(), "RAY_USAGE_STATS_ENABLED": "0",
+               # Inherited by every process the instance starts: Ray's agents rename their
+               # command line (ray::DashboardAgent) and are orphaned when their raylet dies, so
+               # neither the command line nor the process tree finds them then; this does.
+               _MARKER: self.temp_dir}
         self._saved_env = {k: os.environ.get(k) for k in list(env) + ["RAY_AUTH_TOKEN_PATH"]}
         self._sigterm = _SigtermAsExit()
         self._up = False
@@ -439,7 +455,9 @@ class LocalRay:
         kids: dict[int, list[int]] = {}
         for pid, ppid in parents.items():
             kids.setdefault(ppid, []).append(pid)
-        roots = [p for p in parents if p != os.getpid() and self.temp_dir in _cmdline(p)]
+        marker = f"\0{_MARKER}={self.temp_dir}\0".encode()
+        roots = [p for p in parents if p != os.getpid()
+                 and (self.temp_dir in _cmdline(p) or marker in _environ(p))]
         out, todo = set(), list(roots)
         while todo:
             p = todo.pop()
@@ -468,6 +486,16 @@ class LocalRay:
                 while any(_alive(p) for p, _ in procs) and time.time() < deadline:
                     time.sleep(0.05)
                 _kill_same(procs)
+                # A process the dying instance was starting when the snapshot was taken (e.g.
+                # the raylet's runtime-env agent) is not in it: scan again until nothing of the
+                # instance is left (bounded: a process that cannot be killed is not waited for).
+                rescan_deadline = time.time() + max(1.0, timeout / 2)
+                while time.time() < rescan_deadline:
+                    left = [(p, _start_time(p)) for p in self.pids()]
+                    if not left:
+                        break
+                    _kill_same(left)
+                    time.sleep(0.05)
                 self._restore()
         else:
             self._restore()
@@ -522,30 +550,46 @@ while True:
         lost = True
 temp = spec["temp_dir"]
 if temp:
-    parents = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            st = stat(d)
-            if st:
-                parents[int(d)] = int(st[1])
+    import time
     def cmdline(pid):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 return f.read().decode(errors="replace")
         except OSError:
             return ""
-    todo = [p for p in parents if p != os.getpid() and temp in cmdline(p)]
-    seen = set()
-    while todo:
-        p = todo.pop()
-        if p not in seen:
-            seen.add(p)
-            todo.extend(c for c, pp in parents.items() if pp == p)
-    for p in seen:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
+    # Scan and kill until nothing of the instance is left: a process the dying instance was
+    # starting (a raylet's agent) may appear after the first scan. Bounded.
+    deadline = time.time() + 5.0
+    while True:
+        parents = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                st = stat(d)
+                if st and st[0] != "Z":
+                    parents[int(d)] = int(st[1])
+        marker = ("\0WFRL_RAY_INSTANCE=" + temp + "\0").encode()
+        def environ(pid):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    return b"\0" + f.read()
+            except OSError:
+                return b""
+        todo = [p for p in parents
+                if p != os.getpid() and (temp in cmdline(p) or marker in environ(p))]
+        seen = set()
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(c for c, pp in parents.items() if pp == p)
+        if not seen or time.time() > deadline:
+            break
+        for p in seen:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
     shutil.rmtree(temp, ignore_errors=True)
 if lost:
     os.write(2, ("wfrl: error: " + spec["message"] + "\n").encode())
@@ -558,7 +602,8 @@ class _Guardian:
     def __init__(self, watch, temp_dir: str | None, message: str):
         import json
         import subprocess
-        env = {**os.environ, "WFRL_RAY_GUARDIAN": json.dumps(
+        env = {k: v for k, v in os.environ.items() if k != _MARKER}   # not one of the instance's
+        env = {**env, "WFRL_RAY_GUARDIAN": json.dumps(
             {"watch": [[p, t] for p, t in watch], "temp_dir": temp_dir, "message": message})}
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", _GUARDIAN],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,

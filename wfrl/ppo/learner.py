@@ -67,10 +67,12 @@ class PPOLearner:
     def flat_weights(self) -> np.ndarray:
         return self.model.flat_weights()
 
-    def update(self, batch: Batch, between=None) -> dict:
+    def update(self, batch: Batch, between=None, stale: bool = False) -> dict:
         """One PPO update on `batch`; returns the mean of each statistic over its minibatches.
         between(), if given, runs before every minibatch step (the overlapped trainer gives the
-        learner back its threads there once the batch collected meanwhile is in)."""
+        learner back its threads there once the batch collected meanwhile is in).
+        stale: the batch was played by weights older than the learner's (overlap); with
+        cfg.decoupled the update then uses the decoupled objective (see proximal_weights)."""
         if self.reference:
             return self.update_reference(batch)
         cfg = self.cfg
@@ -82,6 +84,9 @@ class PPOLearner:
         ret_all = torch.from_numpy(np.ascontiguousarray(batch.returns, np.float32))
         masks = (None if batch.masks is None else
                  torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
+        weight_all = None
+        if stale and cfg.decoupled and n:
+            old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks)
         mb = max(1, -(-n // cfg.minibatches))
         params = list(self.model.parameters())
         stats = []
@@ -90,6 +95,7 @@ class PPOLearner:
             o, a, lp0, ad, rt = (t.index_select(0, perm)
                                  for t in (obs, actions, old_logp, adv_all, ret_all))
             mk = masks.index_select(0, perm) if masks is not None else None
+            wt = weight_all.index_select(0, perm) if weight_all is not None else None
             for start in range(0, n, mb):
                 if between is not None:
                     between()
@@ -98,6 +104,8 @@ class PPOLearner:
                 adv = ad[sl]
                 if adv.numel() > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                if wt is not None:
+                    adv = adv * wt[sl]   # w·min(r·A, clip(r)·A) = min(r·wA, clip(r)·wA), w > 0
                 # surrogate - entropy bonus and its gradient w.r.t. the logits in one compiled pass
                 head, head_stats = head_loss(logits, None if mk is None else mk[sl], a[sl],
                                              lp0[sl], adv, cfg.clip, self.entropy_coef)
@@ -113,6 +121,24 @@ class PPOLearner:
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
         return dict(zip(STAT_NAMES, np.mean(np.asarray(stats, np.float64), axis=0).tolist()))
+
+    # Largest importance weight of a stale step (a guard: one update apart, weights stay near 1).
+    MAX_PROXIMAL_WEIGHT = 10.0
+
+    @torch.no_grad()
+    def proximal_weights(self, obs, actions, behaviour_logp, masks):
+        """Decoupled PPO (Hilton et al. 2021, "Batch size-invariance for policy optimization")
+        for a batch played by stale weights: the ratio is clipped against the proximal policy —
+        the learner's policy before this update — instead of the behaviour policy, and each step
+        is weighted by π_prox(a|s) / π_behav(a|s) (at most MAX_PROXIMAL_WEIGHT). With fresh
+        weights the two policies are the same and this is ordinary PPO. Returns (proximal
+        log-probabilities, weights)."""
+        logits, _ = self.model(obs)
+        if masks is not None:
+            logits = logits.masked_fill(masks == 0, MASKED_LOGIT)
+        prox = torch.log_softmax(logits, dim=-1).gather(1, actions.unsqueeze(1)).squeeze(1)
+        weight = (prox - behaviour_logp).exp().clamp(max=self.MAX_PROXIMAL_WEIGHT)
+        return prox.contiguous(), weight.contiguous()
 
     def update_reference(self, batch: Batch) -> dict:
         """The original update path (see the module docstring)."""

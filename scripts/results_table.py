@@ -15,7 +15,7 @@ def main(argv=None):
     ap.add_argument("--at", nargs="+", type=int, default=[20000, 40000])
     a = ap.parse_args(argv)
     head = ["run", "red", "episodes/update", "memory", "mask", "lr_final", "entropy_final",
-            "gae λ"] + [f"at {k // 1000}k" for k in a.at] + ["last", "best (θ reached)"]
+            "gae λ", "overlap", "decoupled"] + [f"at {k // 1000}k" for k in a.at] + ["last", "best (θ reached)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for run in map(Path, a.runs):
@@ -27,7 +27,9 @@ def main(argv=None):
         best = max(feas or rows, key=lambda r: float(r["Reward"]))
         p = cfg["ppo"]
         cells = [run.name, cfg["red_agent"], cfg["episodes_per_update"], p["memory"], p["mask"],
-                 p["lr_final"], p["entropy_final"], p["gae_lambda"]]
+                 p["lr_final"], p["entropy_final"], p["gae_lambda"],
+                 # runs made before these options existed had neither
+                 cfg.get("overlap", False), p.get("decoupled", False) and cfg.get("overlap", False)]
         cells += [fmt(by[k]) if k in by else "–" for k in a.at]
         cells += [f"{fmt(rows[-1])} ({int(rows[-1]['Episodes']) // 1000}k)",
                   f"{fmt(best)} ({int(best['Episodes']) // 1000}k)"]

@@ -51,7 +51,47 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _WheelBuild.stop()
+    _WheelBuild.stop(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+# The suite runs in two processes (pytest-xdist, `-n 2` in pyproject.toml): most tests leave a
+# core idle while they wait for their subprocesses. A few compare machine-wide state before and
+# after (the entries of /dev/shm); those are marked `system_wide` and run alone: every test holds
+# a shared lock from its setup to its teardown (module fixtures included), a system_wide test an
+# exclusive one. The lock file and the wheel build live in one directory per test session, made
+# by the first pytest process (the controller) and inherited by its workers.
+_SESSION_ENV = "WFRL_TEST_SESSION_DIR"
+
+
+def pytest_configure(config):
+    if _SESSION_ENV not in os.environ:
+        import tempfile
+        os.environ[_SESSION_ENV] = tempfile.mkdtemp(prefix="wfrl-tests-")
+        config._wfrl_owns_session_dir = True
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_wfrl_owns_session_dir", False):
+        import shutil
+        shutil.rmtree(os.environ.pop(_SESSION_ENV), ignore_errors=True)
+
+
+def _session_dir() -> Path:
+    return Path(os.environ[_SESSION_ENV])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if getattr(item.config, "workerinput", None) is None:   # one process: nothing runs beside it
+        yield
+        return
+    import fcntl
+    fd = os.open(_session_dir() / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if item.get_closest_marker("system_wide") else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)                       # (releases the lock)
 
 
 # Building the wheel compiles the extension from scratch (~40 s of one core). It starts in the
@@ -81,41 +121,67 @@ print(wheels[0])
 
 
 class _WheelBuild:
+    """One build per test session, whichever process needs it first; the others wait for its
+    result file (wheel path on success, the output on failure)."""
     proc = None
-    tmp = None
+    thread = None
+
+    @staticmethod
+    def _dir() -> Path:
+        return _session_dir() / "wheel"
 
     @classmethod
     def start(cls):
-        if cls.proc is not None:
+        try:
+            cls._dir().mkdir()             # the first process to get here builds
+        except FileExistsError:
             return
-        import tempfile
-        cls.tmp = Path(tempfile.mkdtemp(prefix="wfrl-wheel-"))
         cls.proc = subprocess.Popen(
-            [sys.executable, "-c", _BUILD_SCRIPT, str(ROOT), str(cls.tmp),
+            [sys.executable, "-c", _BUILD_SCRIPT, str(ROOT), str(cls._dir()),
              sysconfig.get_paths()["purelib"]],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda: os.nice(10), start_new_session=True)
+        import threading
+        cls.thread = threading.Thread(target=cls._publish, args=(cls.proc,), daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def _publish(cls, proc):
+        out, err = proc.communicate()
+        d = cls._dir()
+        if proc.returncode == 0:
+            (d / "result.tmp").write_text(out.strip().splitlines()[-1])
+            os.replace(d / "result.tmp", d / "wheel.ok")
+        else:
+            (d / "result.tmp").write_text(f"{out}\n{err}")
+            os.replace(d / "result.tmp", d / "wheel.failed")
 
     @classmethod
     def result(cls):
         """Wait for the build; fail the test with its output unless it succeeded."""
-        out, err = cls.proc.communicate(timeout=1200)
-        assert cls.proc.returncode == 0, f"building and installing the wheel failed:\n{out}\n{err}"
-        venv = cls.tmp / "venv"
-        return WheelVenv(wheel=Path(out.strip().splitlines()[-1]), root=venv,
+        import time
+        d = cls._dir()
+        deadline = time.time() + 1200
+        while not ((d / "wheel.ok").exists() or (d / "wheel.failed").exists()):
+            assert time.time() < deadline, "the wheel build did not finish in 20 minutes"
+            time.sleep(0.2)
+        assert not (d / "wheel.failed").exists(), \
+            "building and installing the wheel failed:\n" + (d / "wheel.failed").read_text()
+        venv = d / "venv"
+        return WheelVenv(wheel=Path((d / "wheel.ok").read_text()), root=venv,
                          python=venv / "bin" / "python")
 
     @classmethod
-    def stop(cls):
-        proc, cls.proc = cls.proc, None
-        if proc is not None and proc.poll() is None:
+    def stop(cls, interrupted: bool):
+        """End of this process's tests: a build it started is waited for (another process may
+        need it) unless the session was interrupted."""
+        proc, thread, cls.proc, cls.thread = cls.proc, cls.thread, None, None
+        if proc is None:
+            return
+        if interrupted and proc.poll() is None:
             import signal
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if cls.tmp is not None:
-            import shutil
-            shutil.rmtree(cls.tmp, ignore_errors=True)
-            cls.tmp = None
+        thread.join(timeout=1200)
 
 
 @dataclasses.dataclass

@@ -120,6 +120,7 @@ def test_weights_board_versions():
 
 
 
+@pytest.mark.system_wide   # compares /dev/shm before and after
 @pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, None)])
 @pytest.mark.parametrize("collector", ["sync", "async"])

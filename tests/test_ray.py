@@ -249,6 +249,7 @@ def _remove_empty(path):
 
 
 
+@pytest.mark.system_wide   # compares /dev/shm before and after
 @pytest.mark.slow
 def test_local_instance_writes_only_in_its_temp_dir_and_close_ends_it(tmp_path):
     shm_before = set(os.listdir("/dev/shm"))
@@ -392,6 +393,7 @@ sys.exit(run.wait())
 """
 
 
+@pytest.mark.system_wide   # compares /dev/shm before and after
 @pytest.mark.slow
 def test_lost_local_instance_ends_the_run_in_one_line(tmp_path):
     """SIGKILL of the private instance's raylet while the run collects (with overlap, the

@@ -148,6 +148,7 @@ def _actors(temp_dir: str) -> list[int]:
     return [p for p in _node_processes(temp_dir) if "EpisodeActor" in _cmdline(p)]
 
 
+@pytest.mark.system_wide   # compares /dev/shm before and after
 def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_path):
     lines = guide_commands()
     assert [ln.split()[:3] for ln in lines] == [

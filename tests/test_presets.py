@@ -25,10 +25,11 @@ def test_original_preset_reproduces_the_original_learner(tmp_path, capsys):
     assert main([*ARGS, "--ppo-preset", "original", "--out", str(tmp_path / "cli")]) == 0
     cfg = json.loads((tmp_path / "cli" / "experiment_config.json").read_text())
     assert cfg["episodes_per_update"] == 10 and cfg["eval_every"] == 0
+    assert cfg["overlap"] is False              # the original trainer: collect, update, collect
     assert not cfg["ppo"]["memory"] and not cfg["ppo"]["mask"]
     assert cfg["ppo"]["lr_final"] == cfg["ppo"]["entropy_final"] == 1.0
     # the same run through the dataclass defaults, i.e. the learner as it was before presets
-    train(TrainConfig(workflow="critical_first", total_episodes=40, seed=3,
+    train(TrainConfig(workflow="critical_first", total_episodes=40, seed=3, overlap=False,
                       out=str(tmp_path / "api"), ppo=PPOConfig(hidden=16)),
           progress=lambda line: None)
     assert _log(tmp_path / "cli") == _log(tmp_path / "api")

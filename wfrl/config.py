@@ -250,11 +250,12 @@ class PPOConfig(Settings):
 #            episodes (best.pt). Learning rate and entropy weight stay constant: annealing them
 #            (--lr-final, --entropy-final) did not help in the ablation.
 #   original the original system's learner: 10 episodes per update, observation and workflow
-#            only, constant learning rate and entropy weight, no periodic evaluation.
+#            only, constant learning rate and entropy weight, no periodic evaluation, and every
+#            batch played by the weights it updates (no overlap).
 PPO_PRESETS = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
                "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0}},
-    "original": {"train": {"episodes_per_update": 10, "eval_every": 0},
+    "original": {"train": {"episodes_per_update": 10, "eval_every": 0, "overlap": False},
                  "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0}},
 }
 DEFAULT_PRESET = "recipe"

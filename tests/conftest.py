@@ -46,7 +46,13 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
-    if any("wheel_venv" in getattr(item, "fixturenames", ()) for item in items):
+
+
+def pytest_collection_finish(session):
+    # after -m/-k deselection: only a session that will run a wheel test builds the wheel
+    if session.config.option.collectonly:
+        return
+    if any("wheel_venv" in getattr(item, "fixturenames", ()) for item in session.items):
         _WheelBuild.start()
 
 
@@ -54,7 +60,7 @@ def pytest_sessionfinish(session, exitstatus):
     _WheelBuild.stop(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
-# The suite runs in two processes (pytest-xdist, `-n 2` in pyproject.toml): most tests leave a
+# The suite runs in two processes (pytest-xdist, `pytest -n 2`: the README's and CI's command): most tests leave a
 # core idle while they wait for their subprocesses. A few compare machine-wide state before and
 # after (the entries of /dev/shm); those are marked `system_wide` and run alone: every test holds
 # a shared lock from its setup to its teardown (module fixtures included), a system_wide test an
@@ -72,6 +78,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     if getattr(config, "_wfrl_owns_session_dir", False):
+        _WheelBuild.kill()           # a build whose starter died or was interrupted
         import shutil
         shutil.rmtree(os.environ.pop(_SESSION_ENV), ignore_errors=True)
 
@@ -85,6 +92,8 @@ def pytest_runtest_protocol(item, nextitem):
     if getattr(item.config, "workerinput", None) is None:   # one process: nothing runs beside it
         yield
         return
+    if "wheel_venv" in getattr(item, "fixturenames", ()):
+        _WheelBuild.wait()           # not while holding the lock: the other process works on
     import fcntl
     fd = os.open(_session_dir() / "lock", os.O_CREAT | os.O_RDWR, 0o600)
     try:
@@ -98,33 +107,44 @@ def pytest_runtest_protocol(item, nextitem):
 # background, at a lower priority, as soon as the selected tests are known to need it, and runs
 # beside the tests before them (which leave a core idle most of the time); the fixture waits.
 _BUILD_SCRIPT = r"""
-import subprocess, sys, sysconfig
+import os, subprocess, sys, sysconfig
 from pathlib import Path
+os.nice(10)
 root, tmp, deps = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+def publish(name, text):
+    (tmp / "result.tmp").write_text(text)
+    os.replace(tmp / "result.tmp", tmp / name)
 def run(cmd):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if res.returncode:
-        sys.exit(f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+        publish("wheel.failed", f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+        sys.exit(1)
     return res.stdout
-run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"), str(root)])
-wheels = list((tmp / "dist").glob("wfrl-*.whl"))
-if len(wheels) != 1:
-    sys.exit(f"expected one wheel, found {wheels}")
-venv = tmp / "venv"
-run([sys.executable, "-m", "venv", str(venv)])
-py = venv / "bin" / "python"
-site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
-(Path(site) / "wfrl_test_deps.pth").write_text(deps + "\n")
-run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(wheels[0])])
-print(wheels[0])
+try:
+    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"), str(root)])
+    wheels = list((tmp / "dist").glob("wfrl-*.whl"))
+    if len(wheels) != 1:
+        publish("wheel.failed", f"expected one wheel, found {wheels}")
+        sys.exit(1)
+    venv = tmp / "venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    py = venv / "bin" / "python"
+    site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
+    (Path(site) / "wfrl_test_deps.pth").write_text(deps + "\n")
+    run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(wheels[0])])
+    publish("wheel.ok", str(wheels[0]))
+except Exception as exc:
+    if not (tmp / "wheel.failed").exists():
+        publish("wheel.failed", repr(exc))
+    raise
 """
 
 
 class _WheelBuild:
-    """One build per test session, whichever process needs it first; the others wait for its
-    result file (wheel path on success, the output on failure)."""
+    """One build per test session, started by whichever process needs it first; the build
+    script writes its result file itself (wheel path, or the failing step's output) and its pid,
+    so every process waits on files and a build that died is noticed at once."""
     proc = None
-    thread = None
 
     @staticmethod
     def _dir() -> Path:
@@ -139,32 +159,46 @@ class _WheelBuild:
         cls.proc = subprocess.Popen(
             [sys.executable, "-c", _BUILD_SCRIPT, str(ROOT), str(cls._dir()),
              sysconfig.get_paths()["purelib"]],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: os.nice(10), start_new_session=True)
-        import threading
-        cls.thread = threading.Thread(target=cls._publish, args=(cls.proc,), daemon=True)
-        cls.thread.start()
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        (cls._dir() / "pid").write_text(str(cls.proc.pid))
 
     @classmethod
-    def _publish(cls, proc):
-        out, err = proc.communicate()
+    def _done(cls) -> bool:
         d = cls._dir()
-        if proc.returncode == 0:
-            (d / "result.tmp").write_text(out.strip().splitlines()[-1])
-            os.replace(d / "result.tmp", d / "wheel.ok")
-        else:
-            (d / "result.tmp").write_text(f"{out}\n{err}")
-            os.replace(d / "result.tmp", d / "wheel.failed")
+        return (d / "wheel.ok").exists() or (d / "wheel.failed").exists()
+
+    @classmethod
+    def _builder_alive(cls, unknown: bool = False) -> bool:
+        """Whether the build process runs; `unknown` when its pid is not written yet."""
+        try:
+            pid = int((cls._dir() / "pid").read_text())
+        except (OSError, ValueError):
+            return unknown
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    @classmethod
+    def wait(cls, timeout: float = 1200.0) -> None:
+        import time
+        deadline = time.time() + timeout
+        while not cls._done() and time.time() < deadline:
+            if cls.proc is not None:
+                cls.proc.poll()            # reap our own child, so a dead builder shows as gone
+            if not cls._builder_alive(unknown=True) and not cls._done():
+                time.sleep(0.5)            # (its result file may be a rename away)
+                if not cls._done():
+                    return
+            time.sleep(0.2)
 
     @classmethod
     def result(cls):
         """Wait for the build; fail the test with its output unless it succeeded."""
-        import time
+        cls.wait()
         d = cls._dir()
-        deadline = time.time() + 1200
-        while not ((d / "wheel.ok").exists() or (d / "wheel.failed").exists()):
-            assert time.time() < deadline, "the wheel build did not finish in 20 minutes"
-            time.sleep(0.2)
+        assert cls._done(), "the wheel build ended without a result (killed?)"
         assert not (d / "wheel.failed").exists(), \
             "building and installing the wheel failed:\n" + (d / "wheel.failed").read_text()
         venv = d / "venv"
@@ -175,13 +209,27 @@ class _WheelBuild:
     def stop(cls, interrupted: bool):
         """End of this process's tests: a build it started is waited for (another process may
         need it) unless the session was interrupted."""
-        proc, thread, cls.proc, cls.thread = cls.proc, cls.thread, None, None
+        proc, cls.proc = cls.proc, None
         if proc is None:
             return
-        if interrupted and proc.poll() is None:
+        if not interrupted:
+            try:
+                proc.wait(timeout=1200)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        cls.kill()
+        proc.wait()
+
+    @classmethod
+    def kill(cls):
+        """SIGKILL the build's process group, if one was started in this session and still runs."""
+        if cls._builder_alive():
             import signal
-            os.killpg(proc.pid, signal.SIGKILL)
-        thread.join(timeout=1200)
+            try:
+                os.killpg(int((cls._dir() / "pid").read_text()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
 
 
 @dataclasses.dataclass

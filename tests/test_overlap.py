@@ -156,6 +156,11 @@ def test_a_search_started_before_overlap_existed_resumes_without_it(tmp_path):
     stored["overlap"] = True
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
     assert resume_config(str(tmp_path)).overlap is True
+    # one started before --decoupled existed keeps the objective it began with
+    assert resume_config(str(tmp_path)).ppo.decoupled is True
+    del stored["ppo"]["decoupled"]
+    (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
+    assert resume_config(str(tmp_path)).ppo.decoupled is False
 
 
 def test_settle_waits_for_the_batch_and_keeps_it():

@@ -89,9 +89,10 @@ class LearnerSteps:
     step() takes `then`, called with the batch's episode statistics before the update: it returns
     the next batch (workflow, first episode, episodes) when the caller already knows it will want
     one, else None. With overlap, that batch is then collected in the background with the weights
-    the learner has *before* this update (one version stale: the PPO ratio is taken against the
-    behaviour log-probabilities stored with each step, and every episode's weights_version says
-    which weights played it). Which batches are collected ahead depends only on the episode
+    the learner has *before* this update (one version stale: every episode's weights_version
+    says which weights played it, and the learner's update treats such a batch as stale — with
+    PPOConfig.decoupled, the decoupled objective; without it, the ratio against the behaviour
+    log-probabilities stored with each step). Which batches are collected ahead depends only on the episode
     statistics, so an overlapped run is as deterministic as one without overlap, and a run with
     overlap=False is exactly ppo_step, update after update."""
 

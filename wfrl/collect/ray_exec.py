@@ -426,7 +426,10 @@ class LocalRay:
                # Inherited by every process the instance starts: Ray's agents rename their
                # command line (ray::DashboardAgent) and are orphaned when their raylet dies, so
                # neither the command line nor the process tree finds them then; this does.
-               _MARKER: self.temp_dir}
+               _MARKER: self.temp_dir,
+               # Ray's setproctitle may write a long title over the environment block, where
+               # /proc/PID/environ is read; this keeps it off the environment.
+               "SPT_NOENV": "1"}
         self._saved_env = {k: os.environ.get(k) for k in list(env) + ["RAY_AUTH_TOKEN_PATH"]}
         self._sigterm = _SigtermAsExit()
         self._up = False
@@ -450,7 +453,9 @@ class LocalRay:
 
     def pids(self) -> list[int]:
         """Live processes of this instance: those whose command line names its temp dir
-        (gcs_server, raylet, agents, monitors) and all their descendants (the workers)."""
+        (gcs_server, raylet, monitors) or whose environment carries its marker (every process
+        it started, also an agent that renamed itself and lost its raylet parent), and all their
+        descendants (the workers)."""
         parents = _parents()
         kids: dict[int, list[int]] = {}
         for pid, ppid in parents.items():

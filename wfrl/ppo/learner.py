@@ -72,8 +72,11 @@ class PPOLearner:
         between(), if given, runs before every minibatch step (the overlapped trainer gives the
         learner back its threads there once the batch collected meanwhile is in).
         stale: the batch was played by weights older than the learner's (overlap); with
-        cfg.decoupled the update then uses the decoupled objective (see proximal_weights)."""
+        cfg.decoupled the update then uses the decoupled objective (see proximal_weights). The
+        reference path (reference=True) is ordinary PPO only and refuses a stale batch then."""
         if self.reference:
+            if stale and self.cfg.decoupled:
+                raise ValueError("the reference update has no decoupled objective for a stale batch")
             return self.update_reference(batch)
         cfg = self.cfg
         n = len(batch)

@@ -578,6 +578,10 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
         raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
     d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
     d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
+    if isinstance(d.get("ppo"), dict):
+        # one started before --decoupled existed took the ratio of its stale batches against the
+        # behaviour policy: it continues as it began
+        d["ppo"] = {**d["ppo"], "decoupled": d["ppo"].get("decoupled", False)}
     d["out"] = os.fspath(run_dir)
     d.update(overrides or {})
     return SearchConfig.from_dict(d)

@@ -15,7 +15,8 @@ def main(argv=None):
     ap.add_argument("--at", nargs="+", type=int, default=[20000, 40000])
     a = ap.parse_args(argv)
     head = ["run", "red", "episodes/update", "memory", "mask", "lr_final", "entropy_final",
-            "gae λ", "overlap", "decoupled"] + [f"at {k // 1000}k" for k in a.at] + ["last", "best (θ reached)"]
+            "gae λ", "overlap", "decoupled"] + [f"at {k // 1000}k" for k in a.at] + \
+        ["last", "best (θ reached)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for run in map(Path, a.runs):

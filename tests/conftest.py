@@ -60,8 +60,8 @@ def pytest_sessionfinish(session, exitstatus):
     _WheelBuild.stop(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
-# The suite runs in two processes (pytest-xdist, `pytest -n 2`: the README's and CI's command): most tests leave a
-# core idle while they wait for their subprocesses. A few compare machine-wide state before and
+# The suite runs in two processes (pytest-xdist, `pytest -n 2`: the README's and CI's command):
+# most tests leave a core idle while they wait for their subprocesses. A few compare machine-wide state before and
 # after (the entries of /dev/shm); those are marked `system_wide` and run alone: every test holds
 # a shared lock from its setup to its teardown (module fixtures included), a system_wide test an
 # exclusive one. The lock file and the wheel build live in one directory per test session, made
@@ -121,7 +121,8 @@ def run(cmd):
         sys.exit(1)
     return res.stdout
 try:
-    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"), str(root)])
+    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
+         str(root)])
     wheels = list((tmp / "dist").glob("wfrl-*.whl"))
     if len(wheels) != 1:
         publish("wheel.failed", f"expected one wheel, found {wheels}")
@@ -131,7 +132,8 @@ try:
     py = venv / "bin" / "python"
     site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
     (Path(site) / "wfrl_test_deps.pth").write_text(deps + "\n")
-    run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(wheels[0])])
+    run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+         str(wheels[0])])
     publish("wheel.ok", str(wheels[0]))
 except Exception as exc:
     if not (tmp / "wheel.failed").exists():

@@ -92,8 +92,8 @@ class LearnerSteps:
     the learner has *before* this update (one version stale: every episode's weights_version
     says which weights played it, and the learner's update treats such a batch as stale — with
     PPOConfig.decoupled, the decoupled objective; without it, the ratio against the behaviour
-    log-probabilities stored with each step). Which batches are collected ahead depends only on the episode
-    statistics, so an overlapped run is as deterministic as one without overlap, and a run with
+    log-probabilities stored with each step). Which batches are collected ahead depends only on
+    the episode statistics, so an overlapped run is as deterministic as one without overlap, and a run with
     overlap=False is exactly ppo_step, update after update."""
 
     def __init__(self, collector, ppo_cfg, overlap: bool = False):

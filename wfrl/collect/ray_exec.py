@@ -490,10 +490,10 @@ class LocalRay:
                 deadline = time.time() + timeout
                 while any(_alive(p) for p, _ in procs) and time.time() < deadline:
                     time.sleep(0.05)
-                _kill_same(procs)
-                # A process the dying instance was starting when the snapshot was taken (e.g.
-                # the raylet's runtime-env agent) is not in it: scan again until nothing of the
-                # instance is left (bounded: a process that cannot be killed is not waited for).
+                # Then kill what is left, scanning again (not only the snapshot: a process the
+                # dying instance was starting, e.g. the raylet's runtime-env agent, is not in
+                # it) until nothing of the instance is left; bounded, a process that cannot be
+                # killed is not waited for.
                 rescan_deadline = time.time() + max(1.0, timeout / 2)
                 while time.time() < rescan_deadline:
                     left = [(p, _start_time(p)) for p in self.pids()]
@@ -562,6 +562,13 @@ if temp:
                 return f.read().decode(errors="replace")
         except OSError:
             return ""
+    def environ(pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                return b"\0" + f.read()
+        except OSError:
+            return b""
+    marker = ("\0" + spec["marker"] + "=" + temp + "\0").encode()
     # Scan and kill until nothing of the instance is left: a process the dying instance was
     # starting (a raylet's agent) may appear after the first scan. Bounded.
     deadline = time.time() + 5.0
@@ -572,13 +579,6 @@ if temp:
                 st = stat(d)
                 if st and st[0] != "Z":
                     parents[int(d)] = int(st[1])
-        marker = ("\0WFRL_RAY_INSTANCE=" + temp + "\0").encode()
-        def environ(pid):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    return b"\0" + f.read()
-            except OSError:
-                return b""
         todo = [p for p in parents
                 if p != os.getpid() and (temp in cmdline(p) or marker in environ(p))]
         seen = set()
@@ -609,7 +609,8 @@ class _Guardian:
         import subprocess
         env = {k: v for k, v in os.environ.items() if k != _MARKER}   # not one of the instance's
         env = {**env, "WFRL_RAY_GUARDIAN": json.dumps(
-            {"watch": [[p, t] for p, t in watch], "temp_dir": temp_dir, "message": message})}
+            {"watch": [[p, t] for p, t in watch], "temp_dir": temp_dir, "marker": _MARKER,
+             "message": message})}
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", _GUARDIAN],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
                                      close_fds=True)

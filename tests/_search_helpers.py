@@ -17,7 +17,7 @@ PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True)
 
 def search_cfg(out, **kw):
     base = dict(total_episodes=1000, max_episodes=300, min_episodes=100, episodes_per_update=50,
-                pretrain_episodes=100,
+                pretrain_episodes=100, compliance_eval_episodes=20,
                 compliance_threshold=0.25, patience=4, collector="sequential", seed=3,
                 inherit="closest", out=str(out), ppo=PPO)
     base.update(kw)

@@ -126,7 +126,8 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     from wfrl.ppo.learner import PPOLearner
     from wfrl.rng import EVAL_EPISODE_BASE, episode_block
     from wfrl.runlog import load_checkpoint
-    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1)
+    kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1,
+              compliance_eval_episodes=0)
     summary = search(search_cfg(tmp_path / "ev", **kw), progress=quiet)
     ref = search(search_cfg(tmp_path / "ref", total_episodes=400, max_episodes=100,
                             max_evaluations=1),
@@ -149,6 +150,50 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
         col.close()
     assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)
     assert first["Reward"] != read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Reward"]
+
+
+@pytest.mark.slow
+def test_compliance_eval_episodes_decide_feasibility_from_fresh_episodes(tmp_path):
+    """--compliance-eval-episodes N: what the optimizer is told, and what decides whether a visit
+    reached θ, is the compliance of N fresh episodes of the visit's saved policy (reserved
+    episode numbers), not the training window that stopped it; training is unchanged."""
+    from wfrl.collect.base import make_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
+    from wfrl.runlog import load_checkpoint
+    kw = dict(total_episodes=400, max_episodes=100, max_evaluations=1)
+    # θ between the two measurements found in a first run, so that they disagree about it
+    summary = search(search_cfg(tmp_path / "ev", compliance_eval_episodes=60, **kw),
+                     progress=quiet)
+    ref = search(search_cfg(tmp_path / "ref", compliance_eval_episodes=0, **kw), progress=quiet)
+    assert summary["episodes_used"] == ref["episodes_used"]
+    assert summary["evaluation_episodes"] == 60 and ref["evaluation_episodes"] == 0
+    assert comparable(read_csv(tmp_path / "ev" / "training_log.csv")) == \
+        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    first = read_csv(tmp_path / "ev" / "gp_sampling_log.csv")[0]
+    window = float(read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Final_Compliance"])
+    wf = Workflow.from_index(int(first["Workflow_ID"]))
+    ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
+    learner = PPOLearner(PPO, seed=0)
+    learner.model.load_state_dict(ck["model"])
+    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 60)
+    try:
+        eps = col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), 60)
+    finally:
+        col.close()
+    fresh = float(np.mean([e.compliance for e in eps]))
+    assert float(first["Final_Compliance"]) == pytest.approx(fresh, abs=1e-4)
+    assert fresh != pytest.approx(window, abs=1e-4)
+    # with θ between the window and the fresh measurement, the fresh one decides
+    theta = round((fresh + window) / 2, 4)
+    runs = {}
+    for n in (60, 0):
+        out = tmp_path / f"theta{n}"
+        search(search_cfg(out, compliance_eval_episodes=n, compliance_threshold=theta, **kw),
+               progress=quiet)
+        runs[n] = read_csv(out / "gp_sampling_log.csv")[0]["GP_Updated"]
+    assert runs[60] == str(fresh >= theta) and runs[0] == str(window >= theta)
+    assert runs[60] != runs[0]
 
 
 def test_existing_run_is_not_overwritten(reference_run):

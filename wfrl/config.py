@@ -396,6 +396,11 @@ class SearchConfig(_RunSettings):
     gp_eval_episodes: int = setting(0, check=non_negative)
     """0: the GP gets the mean env reward of a visit's final training update; N > 0: the mean of
     N extra episodes of the final policy (reserved episode numbers, outside the budget)."""
+    compliance_eval_episodes: int = setting(200, check=non_negative)
+    """N > 0: a finished visit's compliance — what decides whether it reached θ and what the
+    feasibility model learns — is measured on N extra episodes of its final policy (reserved
+    episode numbers, outside the budget). The training window that ended the visit was picked by
+    the stop rule, the first to cross θ, and so reads high. 0: that window (the first searches)."""
     acquisition: str = setting("constrained", check=one_of(*ACQUISITIONS),
                                metavar="|".join(ACQUISITIONS))
     """How the next workflow is chosen: constrained (UCB of reward × probability of reaching θ),

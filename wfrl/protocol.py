@@ -215,7 +215,7 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
     r = np.asarray(returns, dtype=np.float64)
     se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
     return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
-            "compliance": round(float(np.mean(comps)), 4)}
+            "compliance": round(float(np.mean(comps)), 4), "n": len(r)}
 
 
 def batch_compliance(eps) -> float:

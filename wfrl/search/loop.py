@@ -392,16 +392,27 @@ class WorkflowSearch:
         complete = (visit.episodes >= cfg.min_episodes
                     and visit.last_update_episodes
                     >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
-        gp_updated = complete and last.compliance >= cfg.compliance_threshold
-        result = last
-        if gp_updated and cfg.gp_eval_episodes > 0:
+        # How many evaluation episodes the visit's final policy plays: for its compliance
+        # (--compliance-eval-episodes), and for its reward when it reached θ (--gp-eval-episodes).
+        n_eval = 0
+        if complete:
+            n_eval = cfg.compliance_eval_episodes
+            if cfg.gp_eval_episodes > 0 and (n_eval > 0
+                                             or last.compliance >= cfg.compliance_threshold):
+                n_eval = max(n_eval, cfg.gp_eval_episodes)
+        compliance = last.compliance
+        if n_eval:
             # episode numbers reserved for evaluation, distinct per visit, never used by training
             visit.evaluation = evaluate_policy(collector, learner, wf,
                                                episode_block(EVAL_EPISODE_BASE, visit.iteration),
-                                               cfg.gp_eval_episodes, cfg.episodes_per_update)
-            result = Measurement(visit.evaluation["reward"], visit.evaluation["se"],
-                                 last.compliance)
-            state.eval_episodes += cfg.gp_eval_episodes
+                                               n_eval, cfg.episodes_per_update)
+            state.eval_episodes += n_eval
+            if cfg.compliance_eval_episodes > 0:
+                compliance = visit.evaluation["compliance"]
+        gp_updated = complete and compliance >= cfg.compliance_threshold
+        result = Measurement(last.reward, last.se, compliance)
+        if gp_updated and cfg.gp_eval_episodes > 0:
+            result = Measurement(visit.evaluation["reward"], visit.evaluation["se"], compliance)
         if complete:
             self.opt.tell(wf, result.reward, result.se, result.compliance, lineage)
             state.optimizer = self.opt.state_dict()
@@ -428,8 +439,11 @@ class WorkflowSearch:
                "the reward model does not)" if complete else
                f"  (cut short by the budget after {visit.episodes} episodes: not given to the "
                "models)")
+        measured = (f" (training window {last.compliance:.3f}, measured on "
+                    f"{visit.evaluation['n']} fresh episodes)"
+                    if complete and cfg.compliance_eval_episodes > 0 else "")
         self.progress(f"  → {stop}: reward {result.reward:.2f} ± {result.se:.2f}, compliance "
-                      f"{result.compliance:.3f} after {visit.episodes} episodes" + why)
+                      f"{result.compliance:.3f}{measured} after {visit.episodes} episodes" + why)
 
     # ---------------------------------------------------------------- step 5: close
     def ranking(self, report) -> list[dict]:
@@ -578,6 +592,8 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
         raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
     d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
     d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
+    # one started before --compliance-eval-episodes existed judged its visits by their window
+    d.setdefault("compliance_eval_episodes", 0)
     if isinstance(d.get("ppo"), dict):
         # one started before --decoupled existed took the ratio of its stale batches against the
         # behaviour policy: it continues as it began

@@ -55,7 +55,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
     args = [sys.executable, "-m", "wfrl", "train", "--total-episodes", "730",
             "--max-episodes", "300", "--min-episodes", "100", "--episodes-per-update", "50",
             "--compliance-threshold", "0.25", "--patience", "4", "--collector", "sequential",
-            "--pretrain-episodes", "100", "--inherit", "closest",
+            "--pretrain-episodes", "100", "--compliance-eval-episodes", "20",
+            "--inherit", "closest",
             "--seed", "3", "--hidden", "32", "--epochs", "2", "--out", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "training_log.csv"

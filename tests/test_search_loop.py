@@ -117,15 +117,29 @@ def test_random_acquisition_visits_distinct_workflows_and_keeps_the_records(tmp_
     assert ucb["visits"] >= 5 and ucb_ids != ids
 
 
+def _replay_first_visit(run, row, n):
+    """n episodes of the policy the run saved for its first visit (gp_sampling_log row `row`), on
+    the evaluation episodes reserved for visit 1 (the search's settings of search_cfg)."""
+    from wfrl.collect.base import make_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
+    from wfrl.runlog import load_checkpoint
+    wf = Workflow.from_index(int(row["Workflow_ID"]))
+    learner = PPOLearner(PPO, seed=0)
+    learner.model.load_state_dict(
+        load_checkpoint(run / "checkpoints" / f"wf_{wf.index:03d}.pt")["model"])
+    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, n)
+    try:
+        return col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), n)
+    finally:
+        col.close()
+
+
 @pytest.mark.slow
 def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path):
     """--gp-eval-episodes N: the GP observation is the mean of N evaluation episodes of the
     visit's saved policy (reproducible from its checkpoint), not the last update's mean; training
     and the budget are unchanged."""
-    from wfrl.collect.base import make_collector
-    from wfrl.ppo.learner import PPOLearner
-    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
-    from wfrl.runlog import load_checkpoint
     kw = dict(total_episodes=400, max_episodes=100, gp_eval_episodes=70, max_evaluations=1,
               compliance_eval_episodes=0)
     summary = search(search_cfg(tmp_path / "ev", **kw), progress=quiet)
@@ -139,15 +153,7 @@ def test_gp_eval_episodes_feed_the_gp_an_evaluation_of_the_final_policy(tmp_path
     first = gpl[0]
     assert first["GP_Updated"] == "True"
     assert len(gpl) == 1 and summary["evaluation_episodes"] == 70
-    wf = Workflow.from_index(int(first["Workflow_ID"]))
-    ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
-    learner = PPOLearner(PPO, seed=0)
-    learner.model.load_state_dict(ck["model"])
-    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 70)
-    try:
-        eps = col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), 70)
-    finally:
-        col.close()
+    eps = _replay_first_visit(tmp_path / "ev", first, 70)
     assert float(first["Reward"]) == pytest.approx(np.mean([e.env_return for e in eps]), abs=1e-3)
     assert first["Reward"] != read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Reward"]
 
@@ -157,12 +163,7 @@ def test_compliance_eval_episodes_decide_feasibility_from_fresh_episodes(tmp_pat
     """--compliance-eval-episodes N: what the optimizer is told, and what decides whether a visit
     reached θ, is the compliance of N fresh episodes of the visit's saved policy (reserved
     episode numbers), not the training window that stopped it; training is unchanged."""
-    from wfrl.collect.base import make_collector
-    from wfrl.ppo.learner import PPOLearner
-    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
-    from wfrl.runlog import load_checkpoint
     kw = dict(total_episodes=400, max_episodes=100, max_evaluations=1)
-    # θ between the two measurements found in a first run, so that they disagree about it
     summary = search(search_cfg(tmp_path / "ev", compliance_eval_episodes=60, **kw),
                      progress=quiet)
     ref = search(search_cfg(tmp_path / "ref", compliance_eval_episodes=0, **kw), progress=quiet)
@@ -172,15 +173,7 @@ def test_compliance_eval_episodes_decide_feasibility_from_fresh_episodes(tmp_pat
         comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
     first = read_csv(tmp_path / "ev" / "gp_sampling_log.csv")[0]
     window = float(read_csv(tmp_path / "ref" / "gp_sampling_log.csv")[0]["Final_Compliance"])
-    wf = Workflow.from_index(int(first["Workflow_ID"]))
-    ck = load_checkpoint(tmp_path / "ev" / "checkpoints" / f"wf_{wf.index:03d}.pt")
-    learner = PPOLearner(PPO, seed=0)
-    learner.model.load_state_dict(ck["model"])
-    col = make_collector("sequential", "sim", "B_lineAgent", PPO.net(), 3, 30.0, False, 1, 60)
-    try:
-        eps = col.collect(learner.flat_weights(), 1, wf, episode_block(EVAL_EPISODE_BASE, 1), 60)
-    finally:
-        col.close()
+    eps = _replay_first_visit(tmp_path / "ev", first, 60)
     fresh = float(np.mean([e.compliance for e in eps]))
     assert float(first["Final_Compliance"]) == pytest.approx(fresh, abs=1e-4)
     assert fresh != pytest.approx(window, abs=1e-4)

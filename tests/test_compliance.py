@@ -62,8 +62,27 @@ def test_no_fix_episode_scores_half_and_end_penalty():
 
 
 def test_alignment_is_lambda_times_rate_change():
+    """The rate before the first fix counts as 1: a compliant first fix earns nothing, a
+    non-compliant one costs λ; later fixes earn λ times the change of the rate."""
     lam = 3.0
     tr = ComplianceTracker(WF, lam)
+    ra = access(Enterprise0=1, User1=1)
+    assert tr.step(REMOVE("Enterprise0"), ra) == 0.0
+    assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))
+    assert tr.step(RESTORE("Enterprise0"), ra) == pytest.approx(lam * (2 / 3 - 0.5))
+    assert tr.step(0, ra) == 0.0
+    assert tr.finish() == 0.0
+    assert (tr.fixes, tr.compliant) == (3, 2)
+    assert tr.rate == pytest.approx(2 / 3)
+    first = ComplianceTracker(WF, lam)
+    assert first.step(RESTORE("User1"), ra) == pytest.approx(-lam)
+
+
+def test_first_fix_bonus_is_the_original_rule():
+    """first_fix_bonus=True: the original system's rule, the rate before the first fix counting
+    as 0.5 — a compliant first fix earns λ/2, whatever the step it is made at."""
+    lam = 3.0
+    tr = ComplianceTracker(WF, lam, first_fix_bonus=True)
     ra = access(Enterprise0=1, User1=1)
     assert tr.step(REMOVE("Enterprise0"), ra) == pytest.approx(lam * (1.0 - 0.5))
     assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))
@@ -78,11 +97,13 @@ def test_alignment_sum_telescopes():
     rng = np.random.default_rng(5)
     for _ in range(50):
         lam = float(rng.uniform(0.1, 5))
-        tr = ComplianceTracker(WF, lam)
+        bonus = bool(rng.integers(0, 2))
+        tr = ComplianceTracker(WF, lam, first_fix_bonus=bonus)
         total = 0.0
         for _ in range(100):
             ra = access(**{h: int(rng.integers(0, 3)) for h in rng.choice(HOSTS[:8], 3)})
             total += tr.step(int(rng.integers(0, 145)), ra)
         total += tr.finish()
-        expected = lam * (tr.rate - 0.5) if tr.fixes else -0.2 * lam
+        start = 0.5 if bonus else 1.0
+        expected = lam * (tr.rate - start) if tr.fixes else -0.2 * lam
         assert total == pytest.approx(expected, abs=1e-9)

@@ -28,9 +28,11 @@ def test_original_preset_reproduces_the_original_learner(tmp_path, capsys):
     assert cfg["overlap"] is False              # the original trainer: collect, update, collect
     assert not cfg["ppo"]["memory"] and not cfg["ppo"]["mask"]
     assert cfg["ppo"]["lr_final"] == cfg["ppo"]["entropy_final"] == 1.0
+    assert cfg["ppo"]["first_fix_bonus"] is True   # the original alignment rule
     # the same run through the dataclass defaults, i.e. the learner as it was before presets
+    # (and before the alignment rule lost its first-fix bonus)
     train(TrainConfig(workflow="critical_first", total_episodes=40, seed=3, overlap=False,
-                      out=str(tmp_path / "api"), ppo=PPOConfig(hidden=16)),
+                      out=str(tmp_path / "api"), ppo=PPOConfig(hidden=16, first_fix_bonus=True)),
           progress=lambda line: None)
     assert _log(tmp_path / "cli") == _log(tmp_path / "api")
     assert not (tmp_path / "cli" / "eval_log.csv").exists()

@@ -100,6 +100,39 @@ def _compare_rollouts(backend_name, red, episodes, greedy=False):
         np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def test_first_fix_bonus_on_the_compiled_buffer_equals_the_original_rule():
+    """--first-fix-bonus (the original alignment rule) is applied by the learner to the compiled
+    loop's rewards (today's rule): the result equals the plain loop run under the original rule,
+    and differs from today's rewards exactly at each episode's first fix, by λ/2."""
+    from wfrl.ppo.batch import with_first_fix_bonus
+    from wfrl.workflow import FIRST_FIX_BONUS, fix_target
+    lam, episodes = 2.0, list(range(10, 30))
+    w = _model(64, 1, scale=0.2).flat_weights()
+    wf = Workflow.parse("critical_first")
+    be = make_backend("sim", "RedMeanderAgent")
+    buf_c = compiled_buffer(allocate_trajectory(len(episodes), 100))
+    buf_r = compiled_buffer(allocate_trajectory(len(episodes), 100))
+    run_episodes(be, make_policy(w, 64, wf, lam), episodes, 11, buf_c)
+    env_seeds, act_seeds = episode_seeds(11, episodes)
+    for k in range(len(episodes)):
+        run_episode_reference(be, w, 64, wf, lam, int(env_seeds[k]), int(act_seeds[k]),
+                              buffer=buf_r, row=k, first_fix_bonus=True)
+    a, b = buf_c.arrays, buf_r.arrays
+    np.testing.assert_array_equal(a["actions"], b["actions"])
+    shifted = with_first_fix_bonus(a["rewards"], a["actions"], a["lengths"], FIRST_FIX_BONUS * lam)
+    np.testing.assert_allclose(shifted, b["rewards"], rtol=1e-5, atol=1e-5)
+    firsts = 0
+    for k in range(len(episodes)):
+        fixes = [t for t in range(int(a["lengths"][k])) if fix_target(int(a["actions"][k, t])) >= 0]
+        diff = shifted[k] - a["rewards"][k]
+        if fixes:
+            firsts += 1
+            assert diff[fixes[0]] == pytest.approx(FIRST_FIX_BONUS * lam)
+            diff[fixes[0]] = 0.0
+        assert not diff.any()
+    assert firsts >= len(episodes) // 2          # most episodes fix something
+
+
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
 @pytest.mark.parametrize("greedy", [False, True])
 def test_compiled_sim_rollout_equals_reference(red, greedy):

@@ -232,6 +232,10 @@ class PPOConfig(Settings):
     update ran, --overlap): clip the ratio against the policy before this update and weight each
     step by its probability under that policy over the behaviour one (decoupled PPO); without
     it the ratio is taken against the stale behaviour policy. No effect on fresh batches."""
+    first_fix_bonus: bool = False
+    """The original system's alignment rule: each episode's first fix also earns λ/2 (compliance
+    counted up from 0.5 rather than down from 1). Earned earliest by a fix at step 1, it taught
+    policies a pointless Remove there instead of a decoy."""
     lr_final: float = setting(1.0, check=non_negative)
     """Learning rate at the end of a single-workflow run, as a fraction of --lr (linear;
     1 = constant)."""
@@ -250,13 +254,16 @@ class PPOConfig(Settings):
 #            episodes (best.pt). Learning rate and entropy weight stay constant: annealing them
 #            (--lr-final, --entropy-final) did not help in the ablation.
 #   original the original system's learner: 10 episodes per update, observation and workflow
-#            only, constant learning rate and entropy weight, no periodic evaluation, and every
-#            batch played by the weights it updates (no overlap).
+#            only, constant learning rate and entropy weight, no periodic evaluation, every
+#            batch played by the weights it updates (no overlap), and its alignment rule's
+#            first-fix bonus.
 PPO_PRESETS = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
-               "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0}},
+               "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
+                       "first_fix_bonus": False}},
     "original": {"train": {"episodes_per_update": 10, "eval_every": 0, "overlap": False},
-                 "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0}},
+                 "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0,
+                         "first_fix_bonus": True}},
 }
 DEFAULT_PRESET = "recipe"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from wfrl.ppo.batch import to_batch
-from wfrl.workflow import Workflow
+from wfrl.workflow import FIRST_FIX_BONUS, Workflow
 
 LOG_COLUMNS = [
     "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",
@@ -35,13 +35,20 @@ def _mean_se(x):
     return float(x.mean()), se
 
 
+def first_fix_reward(ppo_cfg, collector) -> float:
+    """The reward the learner adds at each episode's first fix: λ/2 under the original system's
+    alignment rule (--first-fix-bonus), else 0."""
+    return FIRST_FIX_BONUS * float(collector.lam) if ppo_cfg.first_fix_bonus else 0.0
+
+
 def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     """Collect n episodes with the learner's current weights, then one PPO update on them.
     Returns (episode stats, update stats, collection seconds, update seconds)."""
     t0 = time.perf_counter()
     eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n)
     t1 = time.perf_counter()
-    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net())
+    batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net(),
+                     first_fix=first_fix_reward(ppo_cfg, collector))
     ustats = learner.update(batch)
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
@@ -131,7 +138,8 @@ class LearnerSteps:
             t_collect = time.perf_counter() - t0
         t1 = time.perf_counter()
         cfg = self.ppo_cfg
-        batch = to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net())
+        batch = to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
+                         first_fix=first_fix_reward(cfg, self.collector))
         nxt = then(eps) if then is not None else None
         if self.overlap and nxt is not None:
             nwf, nfirst, nn = nxt

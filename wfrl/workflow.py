@@ -178,20 +178,30 @@ def is_compliant(workflow: Workflow, red_access, target: int, count_foothold: bo
 
 NO_FIX_COMPLIANCE = 0.5
 NO_FIX_PENALTY = -0.2
+# The alignment reward's rate before an episode's first fix: 1, so a fix earns nothing by itself.
+# The original system started it at NO_FIX_COMPLIANCE: every episode's first compliant fix earned
+# +λ/2, the earlier the better under discounting, and policies learnt a pointless fix at step 1.
+# That rule stays available as FIRST_FIX_BONUS added at the first fix (PPOConfig.first_fix_bonus).
+FIRST_FIX_BASELINE = 1.0
+FIRST_FIX_BONUS = FIRST_FIX_BASELINE - NO_FIX_COMPLIANCE
 
 
 class ComplianceTracker:
     """Per-episode compliance and alignment reward (reference implementation).
 
     Call step(action, red_access_before) for every blue step, with red's access as it was when the
-    action was chosen; it returns that step's alignment reward. Call finish() after the last step;
-    it returns the end-of-episode term (−0.2·λ if the episode had no fix, else 0).
+    action was chosen; it returns that step's alignment reward, λ·(rate after − rate before), the
+    rate before the first fix counting as FIRST_FIX_BASELINE (first_fix_bonus=True: as
+    NO_FIX_COMPLIANCE, the original system's rule). Call finish() after the last step; it returns
+    the end-of-episode term (−0.2·λ if the episode had no fix, else 0).
     """
 
-    def __init__(self, workflow: Workflow, lam: float, count_foothold: bool = False):
+    def __init__(self, workflow: Workflow, lam: float, count_foothold: bool = False,
+                 first_fix_bonus: bool = False):
         self.workflow = workflow
         self.lam = float(lam)
         self.count_foothold = count_foothold
+        self.first_fix_bonus = first_fix_bonus
         self.reset()
 
     def reset(self):
@@ -206,7 +216,7 @@ class ComplianceTracker:
         target = fix_target(int(action))
         if target < 0:
             return 0.0
-        before = self.rate
+        before = self.rate if self.fixes or self.first_fix_bonus else FIRST_FIX_BASELINE
         self.fixes += 1
         if is_compliant(self.workflow, red_access, target, self.count_foothold):
             self.compliant += 1

@@ -112,13 +112,15 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
 
 
 def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
-                          count_foothold=False, greedy=False, buffer=None, row=0):
+                          count_foothold=False, greedy=False, buffer=None, row=0,
+                          first_fix_bonus=False):
     """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro, Python
-    memory and mask). hidden: a NetSpec or a hidden width."""
+    memory and mask). hidden: a NetSpec or a hidden width. first_fix_bonus: the original system's
+    alignment rule (the compiled loop has only today's; the learner adds the difference)."""
     net = as_netspec(hidden)
     policy = NumpyPolicy(weights, net.hidden, net.in_dim)
     rng = Xoshiro256(act_seed)
-    tracker = ComplianceTracker(workflow, lam, count_foothold)
+    tracker = ComplianceTracker(workflow, lam, count_foothold, first_fix_bonus)
     memory = MemoryTracker()
     x = np.empty(net.in_dim, dtype=np.float32)
     x[net.in_dim - len(workflow.onehot()):] = workflow.onehot()

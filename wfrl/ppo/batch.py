@@ -11,6 +11,7 @@ from wfrl._core import memory_rows
 from wfrl.collect.buffer import allocate_flat
 from wfrl.ppo.gae import gae
 from wfrl.ppo.netspec import as_netspec
+from wfrl.workflow import N_HOSTS, REMOVE_BASE, RESTORE_BASE
 
 
 def reference_memory_rows(obs, actions, lengths, memory=True, mask=True):
@@ -40,8 +41,22 @@ class Batch:
         return len(self.actions)
 
 
+def with_first_fix_bonus(rewards, actions, lengths, bonus: float) -> np.ndarray:
+    """The rewards [n_rows, T] with `bonus` added at each row's first fix (Remove or Restore) within
+    its length: the original system's alignment rule on top of today's (FIRST_FIX_BONUS · λ,
+    wfrl.workflow). Returns a new array; rows without a fix are unchanged."""
+    out = np.array(rewards, dtype=np.float32, copy=True)
+    a = np.asarray(actions)
+    fix = (((a >= REMOVE_BASE) & (a < REMOVE_BASE + N_HOSTS))
+           | ((a >= RESTORE_BASE) & (a < RESTORE_BASE + N_HOSTS)))
+    fix &= np.arange(a.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    rows = np.flatnonzero(fix.any(axis=1))
+    out[rows, fix[rows].argmax(axis=1)] += np.float32(bonus)
+    return out
+
+
 def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
-             reference: bool = False) -> Batch:
+             reference: bool = False, first_fix: float = 0.0) -> Batch:
     """GAE (compiled) over the buffer's rows, flattened into a learner Batch.
 
     Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
@@ -50,12 +65,16 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
     likewise. reference=True builds them with the plain-Python twin instead (the original
-    path, kept for `wfrl bench train`'s comparison).
+    path, kept for `wfrl bench train`'s comparison). first_fix: reward added at each episode's
+    first fix before GAE (with_first_fix_bonus; 0 = today's alignment rule).
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays
     last_values = np.zeros(buffer.n_rows, dtype=np.float32)
-    adv, ret = gae(a["rewards"], a["values"], a["dones"], a["lengths"], last_values, gamma, lam)
+    rewards = a["rewards"]
+    if first_fix:
+        rewards = with_first_fix_bonus(rewards, a["actions"], a["lengths"], first_fix)
+    adv, ret = gae(rewards, a["values"], a["dones"], a["lengths"], last_values, gamma, lam)
     flat = allocate_flat(buffer.count())
     n = buffer.flatten(adv, ret, flat)
     parts = [flat["obs"][:n]]

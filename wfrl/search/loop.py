@@ -597,7 +597,9 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
     if isinstance(d.get("ppo"), dict):
         # one started before --decoupled existed took the ratio of its stale batches against the
         # behaviour policy: it continues as it began
-        d["ppo"] = {**d["ppo"], "decoupled": d["ppo"].get("decoupled", False)}
+        d["ppo"] = {**d["ppo"], "decoupled": d["ppo"].get("decoupled", False),
+                    # and one started before the alignment rule changed kept the first-fix bonus
+                    "first_fix_bonus": d["ppo"].get("first_fix_bonus", True)}
     d["out"] = os.fspath(run_dir)
     d.update(overrides or {})
     return SearchConfig.from_dict(d)

@@ -137,3 +137,20 @@ def test_workflow_effect_detects_a_real_effect_and_not_noise():
         e = workflow_effect(flat)
         assert e["F"] is None and e["p_value"] is None and e["friedman_p_value"] is None
         json.dumps(e, allow_nan=False)
+
+
+def test_a_table_started_before_the_new_ppo_settings_continues_under_its_own(tmp_path):
+    """A table whose stored settings predate --decoupled and --first-fix-bonus ran with the
+    stale-ratio objective and the first-fix bonus: it continues with those, and is refused with
+    today's defaults, in one line."""
+    import dataclasses
+
+    from wfrl.config import ExhaustiveConfig
+    from wfrl.search.exhaustive import _check_same_protocol
+    old = ExhaustiveConfig(out=str(tmp_path), ppo=PPOConfig(decoupled=False, first_fix_bonus=True))
+    stored = dataclasses.asdict(old)
+    del stored["ppo"]["decoupled"], stored["ppo"]["first_fix_bonus"]
+    (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
+    _check_same_protocol(old, tmp_path)
+    with pytest.raises(UserError, match="was started with ppo"):
+        _check_same_protocol(ExhaustiveConfig(out=str(tmp_path)), tmp_path)

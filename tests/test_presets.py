@@ -62,3 +62,44 @@ def test_bad_preset_flags_one_line(tmp_path, capsys, argv):
 def test_search_rejects_single_workflow_flags(capsys):
     assert main(["train", "--eval-every", "100", "--total-episodes", "10"]) == 2
     assert "--workflow" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_first_fix_bonus_reaches_the_learner_and_the_log(tmp_path, overlap):
+    """--first-fix-bonus changes what the learner trains on (the first update's losses) and the
+    alignment the log reports (λ/2 more per episode with a fix), not the episodes played."""
+    rows = {}
+    for bonus in (False, True):
+        out = tmp_path / f"bonus{bonus}"
+        train(TrainConfig(workflow="critical_first", total_episodes=40, episodes_per_update=20,
+                          seed=3, overlap=overlap, collector="sequential", out=str(out),
+                          ppo=PPOConfig(hidden=16, first_fix_bonus=bonus)),
+              progress=lambda line: None)
+        rows[bonus] = read_csv(out / "training_log.csv")[0]
+    off, on = rows[False], rows[True]
+    assert off["Env_Reward"] == on["Env_Reward"] and off["Avg_Fixes"] == on["Avg_Fixes"]
+    gap = float(on["Alignment_Bonus"]) - float(off["Alignment_Bonus"])
+    assert 0.0 < gap <= 15.0 + 1e-3                 # λ = 30: +15 per episode with a fix
+    assert off["Value_Loss"] != on["Value_Loss"]
+
+
+def test_ppo_step_applies_the_first_fix_bonus():
+    """The plain collect-then-update step (the exhaustive protocol's) trains on the bonus too."""
+    import numpy as np
+
+    from wfrl.collect.base import make_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.protocol import ppo_step
+    from wfrl.workflow import Workflow
+    wf = Workflow.parse("critical_first")
+    losses = []
+    for bonus in (False, True):
+        cfg = PPOConfig(hidden=16, first_fix_bonus=bonus)
+        col = make_collector("sequential", "sim", "B_lineAgent", cfg.net(), 3, 30.0, False, 1, 20)
+        try:
+            eps, ustats, _, _ = ppo_step(col, PPOLearner(cfg, seed=1), wf,
+                                         np.tile(wf.onehot(), (20, 1)), 0, 20, cfg)
+        finally:
+            col.close()
+        losses.append((sum(e.env_return for e in eps), ustats["value_loss"]))
+    assert losses[0][0] == losses[1][0] and losses[0][1] != losses[1][1]

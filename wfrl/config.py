@@ -402,7 +402,8 @@ class SearchConfig(_RunSettings):
     """Constant UCB β (default: the GP-UCB schedule)."""
     gp_eval_episodes: int = setting(0, check=non_negative)
     """0: the GP gets the mean env reward of a visit's final training update; N > 0: the mean of
-    N extra episodes of the final policy (reserved episode numbers, outside the budget)."""
+    N extra episodes of the final policy (reserved episode numbers, outside the budget; of
+    --compliance-eval-episodes episodes when that is larger: one evaluation serves both)."""
     compliance_eval_episodes: int = setting(200, check=non_negative)
     """N > 0: a finished visit's compliance — what decides whether it reached θ and what the
     feasibility model learns — is measured on N extra episodes of its final policy (reserved

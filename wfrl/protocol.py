@@ -238,11 +238,13 @@ def behaviour_version(eps) -> int:
 
 
 def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_update, version,
-            phase: str = "train") -> dict:
+            phase: str = "train", first_fix: float = 0.0) -> dict:
     """One training_log.csv row (LOG_COLUMNS) for an update on workflow wf; `version`: the
-    learner version of the weights that played the batch (behaviour_version(eps))."""
+    learner version of the weights that played the batch (behaviour_version(eps)); first_fix:
+    the reward the learner added at each episode's first fix (first_fix_reward), counted into
+    the alignment the row reports."""
     env_r, env_se = _mean_se([e.env_return for e in eps])
-    align = float(np.mean([e.alignment for e in eps]))
+    align = float(np.mean([e.alignment + (first_fix if e.fixes else 0.0) for e in eps]))
     return {
         "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,
         "Episodes": episodes, "Total_Episodes_Sampled": total_sampled,

@@ -208,6 +208,9 @@ def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
         raise UserError(f"{out} holds an exhaustive.csv without a readable {path.name}; "
                         "choose another --out") from None
     stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
+    if isinstance(stored.get("ppo"), dict):
+        # tables from before these settings existed ran with the original objective and rule
+        stored["ppo"] = {"decoupled": False, "first_fix_bonus": True, **stored["ppo"]}
     current = asdict(cfg)
     unused = ("episodes_per_workflow", "episodes_per_update") if cfg.protocol == "conditioned" \
         else ()

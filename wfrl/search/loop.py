@@ -43,7 +43,7 @@ from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
                            batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
-                           log_row, policy_payload, pretrain)
+                           first_fix_reward, log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
                          read_csv, save_checkpoint, write_json)
@@ -243,7 +243,8 @@ class WorkflowSearch:
             pretraining.updates += 1
             state.updates += 1
             row = log_row(wf, pretraining.updates, pretraining.episodes, state.episodes_used, eps,
-                          ustats, t_collect, t_update, behaviour_version(eps), phase="pretrain")
+                          ustats, t_collect, t_update, behaviour_version(eps), phase="pretrain",
+                          first_fix=first_fix_reward(cfg.ppo, collector))
             self.train_log.append(row)
             state.training_log_rows += 1
             self.progress(f"  pretraining | update {pretraining.updates:3d} | "
@@ -338,7 +339,8 @@ class WorkflowSearch:
         visit.updates += 1
         state.trained[wf.index] = state.trained.get(wf.index, 0) + n
         row = log_row(wf, visit.updates, visit.episodes, state.episodes_used, eps, ustats,
-                      t_collect, t_update, behaviour_version(eps), phase="visit")
+                      t_collect, t_update, behaviour_version(eps), phase="visit",
+                      first_fix=first_fix_reward(cfg.ppo, collector))
         self.train_log.append(row)
         state.training_log_rows += 1
         # A visit's compliance is the mean of its last `compliance_window` updates: one update

@@ -70,7 +70,8 @@ class Visit:
     stop: str | None = None              # compliant | max_episodes | plateau | budget
     result: Measurement | None = None    # what the visit reports (the evaluation's reward if any)
     gp_updated: bool = False             # the reward model was told its reward
-    evaluation: dict | None = None       # evaluate_policy's result with --gp-eval-episodes
+    evaluation: dict | None = None       # evaluate_policy's result (--compliance-eval-episodes,
+                                         # --gp-eval-episodes)
 
     @property
     def workflow(self) -> int:

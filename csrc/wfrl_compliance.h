@@ -45,10 +45,10 @@ static inline float wfrl_compliance_step(wfrl_compliance *c, const wfrl_workflow
         const int r = w->rank[wfrl_host_type[h]];
         if (r < top) top = r;
     }
-    /* Before the first fix the rate counts as 1 (FIRST_FIX_BASELINE in wfrl/workflow.py): fixing
-     * earns nothing by itself, only a non-compliant fix costs (the reported rate of an episode
-     * without a fix stays 0.5). */
-    const double before = c->fixes ? wfrl_compliance_rate(c) : 1.0;
+    /* Before the first fix the rate is 0.5, so a compliant first fix earns λ/2 (the first-fix
+     * bonus, wfrl/workflow.py); without it (--no-first-fix-bonus) the learner takes λ/2 off at
+     * each episode's first fix. */
+    const double before = wfrl_compliance_rate(c);
     c->fixes += 1;
     if (top == WFRL_N_UNIT_TYPES || w->rank[wfrl_host_type[target]] == top) c->compliant += 1;
     return (float)(w->lam * (wfrl_compliance_rate(c) - before));

@@ -61,11 +61,11 @@ def test_no_fix_episode_scores_half_and_end_penalty():
     assert tr.finish() == pytest.approx(-0.4)
 
 
-def test_alignment_is_lambda_times_rate_change():
-    """The rate before the first fix counts as 1: a compliant first fix earns nothing, a
-    non-compliant one costs λ; later fixes earn λ times the change of the rate."""
+def test_without_first_fix_bonus_a_fix_earns_nothing_by_itself():
+    """first_fix_bonus=False: the rate before the first fix counts as 1 — a compliant first fix
+    earns nothing, a non-compliant one costs λ; later fixes as with the bonus."""
     lam = 3.0
-    tr = ComplianceTracker(WF, lam)
+    tr = ComplianceTracker(WF, lam, first_fix_bonus=False)
     ra = access(Enterprise0=1, User1=1)
     assert tr.step(REMOVE("Enterprise0"), ra) == 0.0
     assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))
@@ -74,15 +74,16 @@ def test_alignment_is_lambda_times_rate_change():
     assert tr.finish() == 0.0
     assert (tr.fixes, tr.compliant) == (3, 2)
     assert tr.rate == pytest.approx(2 / 3)
-    first = ComplianceTracker(WF, lam)
+    first = ComplianceTracker(WF, lam, first_fix_bonus=False)
     assert first.step(RESTORE("User1"), ra) == pytest.approx(-lam)
 
 
-def test_first_fix_bonus_is_the_original_rule():
-    """first_fix_bonus=True: the original system's rule, the rate before the first fix counting
-    as 0.5 — a compliant first fix earns λ/2, whatever the step it is made at."""
+def test_alignment_is_lambda_times_rate_change():
+    """The default rule (the original system's): the rate before the first fix counts as 0.5,
+    so a compliant first fix earns λ/2, whatever the step it is made at; every fix earns λ times
+    the change of the rate."""
     lam = 3.0
-    tr = ComplianceTracker(WF, lam, first_fix_bonus=True)
+    tr = ComplianceTracker(WF, lam)
     ra = access(Enterprise0=1, User1=1)
     assert tr.step(REMOVE("Enterprise0"), ra) == pytest.approx(lam * (1.0 - 0.5))
     assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))

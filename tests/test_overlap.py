@@ -161,7 +161,9 @@ def test_a_search_started_before_overlap_existed_resumes_without_it(tmp_path):
     del stored["ppo"]["decoupled"]
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
     assert resume_config(str(tmp_path)).ppo.decoupled is False
-    # ... and one started before the alignment rule changed keeps the first-fix bonus
+    # ... and one started before --first-fix-bonus existed had the bonus; a stored choice stays
+    stored["ppo"]["first_fix_bonus"] = False
+    (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
     assert resume_config(str(tmp_path)).ppo.first_fix_bonus is False
     del stored["ppo"]["first_fix_bonus"]
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))

@@ -30,9 +30,8 @@ def test_original_preset_reproduces_the_original_learner(tmp_path, capsys):
     assert cfg["ppo"]["lr_final"] == cfg["ppo"]["entropy_final"] == 1.0
     assert cfg["ppo"]["first_fix_bonus"] is True   # the original alignment rule
     # the same run through the dataclass defaults, i.e. the learner as it was before presets
-    # (and before the alignment rule lost its first-fix bonus)
     train(TrainConfig(workflow="critical_first", total_episodes=40, seed=3, overlap=False,
-                      out=str(tmp_path / "api"), ppo=PPOConfig(hidden=16, first_fix_bonus=True)),
+                      out=str(tmp_path / "api"), ppo=PPOConfig(hidden=16)),
           progress=lambda line: None)
     assert _log(tmp_path / "cli") == _log(tmp_path / "api")
     assert not (tmp_path / "cli" / "eval_log.csv").exists()
@@ -66,8 +65,8 @@ def test_search_rejects_single_workflow_flags(capsys):
 
 @pytest.mark.parametrize("overlap", [False, True])
 def test_first_fix_bonus_reaches_the_learner_and_the_log(tmp_path, overlap):
-    """--first-fix-bonus changes what the learner trains on (the first update's losses) and the
-    alignment the log reports (λ/2 more per episode with a fix), not the episodes played."""
+    """--no-first-fix-bonus changes what the learner trains on (the first update's losses) and
+    the alignment the log reports (λ/2 less per episode with a fix), not the episodes played."""
     rows = {}
     for bonus in (False, True):
         out = tmp_path / f"bonus{bonus}"

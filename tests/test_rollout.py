@@ -100,10 +100,10 @@ def _compare_rollouts(backend_name, red, episodes, greedy=False):
         np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_first_fix_bonus_on_the_compiled_buffer_equals_the_original_rule():
-    """--first-fix-bonus (the original alignment rule) is applied by the learner to the compiled
-    loop's rewards (today's rule): the result equals the plain loop run under the original rule,
-    and differs from today's rewards exactly at each episode's first fix, by λ/2."""
+def test_no_first_fix_bonus_on_the_compiled_buffer_equals_the_plain_loop_without_it():
+    """--no-first-fix-bonus is applied by the learner to the compiled loop's rewards (the rule
+    with the bonus): the result equals the plain loop run without the bonus, and differs from
+    the compiled rewards exactly at each episode's first fix, by −λ/2."""
     from wfrl.ppo.batch import with_first_fix_bonus
     from wfrl.workflow import FIRST_FIX_BONUS, fix_target
     lam, episodes = 2.0, list(range(10, 30))
@@ -116,10 +116,11 @@ def test_first_fix_bonus_on_the_compiled_buffer_equals_the_original_rule():
     env_seeds, act_seeds = episode_seeds(11, episodes)
     for k in range(len(episodes)):
         run_episode_reference(be, w, 64, wf, lam, int(env_seeds[k]), int(act_seeds[k]),
-                              buffer=buf_r, row=k, first_fix_bonus=True)
+                              buffer=buf_r, row=k, first_fix_bonus=False)
     a, b = buf_c.arrays, buf_r.arrays
     np.testing.assert_array_equal(a["actions"], b["actions"])
-    shifted = with_first_fix_bonus(a["rewards"], a["actions"], a["lengths"], FIRST_FIX_BONUS * lam)
+    shifted = with_first_fix_bonus(a["rewards"], a["actions"], a["lengths"],
+                                   -FIRST_FIX_BONUS * lam)
     np.testing.assert_allclose(shifted, b["rewards"], rtol=1e-5, atol=1e-5)
     firsts = 0
     for k in range(len(episodes)):
@@ -127,7 +128,7 @@ def test_first_fix_bonus_on_the_compiled_buffer_equals_the_original_rule():
         diff = shifted[k] - a["rewards"][k]
         if fixes:
             firsts += 1
-            assert diff[fixes[0]] == pytest.approx(FIRST_FIX_BONUS * lam)
+            assert diff[fixes[0]] == pytest.approx(-FIRST_FIX_BONUS * lam)
             diff[fixes[0]] = 0.0
         assert not diff.any()
     assert firsts >= len(episodes) // 2          # most episodes fix something

@@ -232,10 +232,11 @@ class PPOConfig(Settings):
     update ran, --overlap): clip the ratio against the policy before this update and weight each
     step by its probability under that policy over the behaviour one (decoupled PPO); without
     it the ratio is taken against the stale behaviour policy. No effect on fresh batches."""
-    first_fix_bonus: bool = False
-    """The original system's alignment rule: each episode's first fix also earns λ/2 (compliance
-    counted up from 0.5 rather than down from 1). Earned earliest by a fix at step 1, it taught
-    policies a pointless Remove there instead of a decoy."""
+    first_fix_bonus: bool = True
+    """The alignment rule's first-fix bonus (the original system's rule): the compliance rate
+    starts each episode at 0.5, so the first compliant fix earns λ/2. It speeds early learning,
+    but, earned soonest by a fix at step 1, it teaches a pointless fix there; without it
+    (--no-first-fix-bonus) long runs end better, short ones (the search) learn too slowly."""
     lr_final: float = setting(1.0, check=non_negative)
     """Learning rate at the end of a single-workflow run, as a fraction of --lr (linear;
     1 = constant)."""
@@ -255,12 +256,12 @@ class PPOConfig(Settings):
 #            (--lr-final, --entropy-final) did not help in the ablation.
 #   original the original system's learner: 10 episodes per update, observation and workflow
 #            only, constant learning rate and entropy weight, no periodic evaluation, every
-#            batch played by the weights it updates (no overlap), and its alignment rule's
-#            first-fix bonus.
+#            batch played by the weights it updates (no overlap), and its alignment rule with the
+#            first-fix bonus (today's default too).
 PPO_PRESETS = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
                "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
-                       "first_fix_bonus": False}},
+                       "first_fix_bonus": True}},
     "original": {"train": {"episodes_per_update": 10, "eval_every": 0, "overlap": False},
                  "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0,
                          "first_fix_bonus": True}},

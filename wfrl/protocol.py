@@ -36,9 +36,9 @@ def _mean_se(x):
 
 
 def first_fix_reward(ppo_cfg, collector) -> float:
-    """The reward the learner adds at each episode's first fix: λ/2 under the original system's
-    alignment rule (--first-fix-bonus), else 0."""
-    return FIRST_FIX_BONUS * float(collector.lam) if ppo_cfg.first_fix_bonus else 0.0
+    """The reward the learner adds at each episode's first fix: 0 with the first-fix bonus (the
+    compiled loop's rule), −λ/2 without it (--no-first-fix-bonus)."""
+    return 0.0 if ppo_cfg.first_fix_bonus else -FIRST_FIX_BONUS * float(collector.lam)
 
 
 def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):

@@ -178,10 +178,11 @@ def is_compliant(workflow: Workflow, red_access, target: int, count_foothold: bo
 
 NO_FIX_COMPLIANCE = 0.5
 NO_FIX_PENALTY = -0.2
-# The alignment reward's rate before an episode's first fix: 1, so a fix earns nothing by itself.
-# The original system started it at NO_FIX_COMPLIANCE: every episode's first compliant fix earned
-# +λ/2, the earlier the better under discounting, and policies learnt a pointless fix at step 1.
-# That rule stays available as FIRST_FIX_BONUS added at the first fix (PPOConfig.first_fix_bonus).
+# The first-fix bonus: the alignment reward counts the rate before an episode's first fix as
+# NO_FIX_COMPLIANCE, so the first compliant fix earns λ/2 (the original system's rule, the
+# default). Without it (PPOConfig.first_fix_bonus=False) the rate before the first fix counts as
+# FIRST_FIX_BASELINE = 1 and a fix earns nothing by itself; the compiled loop computes the rule
+# with the bonus, and the learner takes FIRST_FIX_BONUS·λ off at each episode's first fix.
 FIRST_FIX_BASELINE = 1.0
 FIRST_FIX_BONUS = FIRST_FIX_BASELINE - NO_FIX_COMPLIANCE
 
@@ -191,13 +192,13 @@ class ComplianceTracker:
 
     Call step(action, red_access_before) for every blue step, with red's access as it was when the
     action was chosen; it returns that step's alignment reward, λ·(rate after − rate before), the
-    rate before the first fix counting as FIRST_FIX_BASELINE (first_fix_bonus=True: as
-    NO_FIX_COMPLIANCE, the original system's rule). Call finish() after the last step; it returns
-    the end-of-episode term (−0.2·λ if the episode had no fix, else 0).
+    rate before the first fix counting as NO_FIX_COMPLIANCE (first_fix_bonus=False: as
+    FIRST_FIX_BASELINE). Call finish() after the last step; it returns the end-of-episode term
+    (−0.2·λ if the episode had no fix, else 0).
     """
 
     def __init__(self, workflow: Workflow, lam: float, count_foothold: bool = False,
-                 first_fix_bonus: bool = False):
+                 first_fix_bonus: bool = True):
         self.workflow = workflow
         self.lam = float(lam)
         self.count_foothold = count_foothold

@@ -113,10 +113,11 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
 
 def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
                           count_foothold=False, greedy=False, buffer=None, row=0,
-                          first_fix_bonus=False):
+                          first_fix_bonus=True):
     """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro, Python
-    memory and mask). hidden: a NetSpec or a hidden width. first_fix_bonus: the original system's
-    alignment rule (the compiled loop has only today's; the learner adds the difference)."""
+    memory and mask). hidden: a NetSpec or a hidden width. first_fix_bonus=False: the alignment
+    rule without the first-fix bonus (the compiled loop has only the rule with it; the learner
+    takes the difference off)."""
     net = as_netspec(hidden)
     policy = NumpyPolicy(weights, net.hidden, net.in_dim)
     rng = Xoshiro256(act_seed)

@@ -43,8 +43,8 @@ class Batch:
 
 def with_first_fix_bonus(rewards, actions, lengths, bonus: float) -> np.ndarray:
     """The rewards [n_rows, T] with `bonus` added at each row's first fix (Remove or Restore) within
-    its length: the original system's alignment rule on top of today's (FIRST_FIX_BONUS · λ,
-    wfrl.workflow). Returns a new array; rows without a fix are unchanged."""
+    its length: −FIRST_FIX_BONUS·λ turns the compiled loop's alignment rule into the one without
+    the first-fix bonus (wfrl.workflow). Returns a new array; rows without a fix are unchanged."""
     out = np.array(rewards, dtype=np.float32, copy=True)
     a = np.asarray(actions)
     fix = (((a >= REMOVE_BASE) & (a < REMOVE_BASE + N_HOSTS))
@@ -66,7 +66,7 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
     likewise. reference=True builds them with the plain-Python twin instead (the original
     path, kept for `wfrl bench train`'s comparison). first_fix: reward added at each episode's
-    first fix before GAE (with_first_fix_bonus; 0 = today's alignment rule).
+    first fix before GAE (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays

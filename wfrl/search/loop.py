@@ -600,7 +600,7 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
         # one started before --decoupled existed took the ratio of its stale batches against the
         # behaviour policy: it continues as it began
         d["ppo"] = {**d["ppo"], "decoupled": d["ppo"].get("decoupled", False),
-                    # and one started before the alignment rule changed kept the first-fix bonus
+                    # and one started before --first-fix-bonus existed had the bonus
                     "first_fix_bonus": d["ppo"].get("first_fix_bonus", True)}
     d["out"] = os.fspath(run_dir)
     d.update(overrides or {})

@@ -61,6 +61,16 @@ def test_no_fix_episode_scores_half_and_end_penalty():
     assert tr.finish() == pytest.approx(-0.4)
 
 
+def _after_two_fixes(tr, lam, ra):
+    """The same from the third fix on, with or without the first-fix bonus: a compliant fix after
+    one compliant and one not earns λ·(2/3 − 1/2); no fix, no reward."""
+    assert tr.step(RESTORE("Enterprise0"), ra) == pytest.approx(lam * (2 / 3 - 0.5))
+    assert tr.step(0, ra) == 0.0
+    assert tr.finish() == 0.0
+    assert (tr.fixes, tr.compliant) == (3, 2)
+    assert tr.rate == pytest.approx(2 / 3)
+
+
 def test_without_first_fix_bonus_a_fix_earns_nothing_by_itself():
     """first_fix_bonus=False: the rate before the first fix counts as 1 — a compliant first fix
     earns nothing, a non-compliant one costs λ; later fixes as with the bonus."""
@@ -69,11 +79,7 @@ def test_without_first_fix_bonus_a_fix_earns_nothing_by_itself():
     ra = access(Enterprise0=1, User1=1)
     assert tr.step(REMOVE("Enterprise0"), ra) == 0.0
     assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))
-    assert tr.step(RESTORE("Enterprise0"), ra) == pytest.approx(lam * (2 / 3 - 0.5))
-    assert tr.step(0, ra) == 0.0
-    assert tr.finish() == 0.0
-    assert (tr.fixes, tr.compliant) == (3, 2)
-    assert tr.rate == pytest.approx(2 / 3)
+    _after_two_fixes(tr, lam, ra)
     first = ComplianceTracker(WF, lam, first_fix_bonus=False)
     assert first.step(RESTORE("User1"), ra) == pytest.approx(-lam)
 
@@ -87,11 +93,7 @@ def test_alignment_is_lambda_times_rate_change():
     ra = access(Enterprise0=1, User1=1)
     assert tr.step(REMOVE("Enterprise0"), ra) == pytest.approx(lam * (1.0 - 0.5))
     assert tr.step(RESTORE("User1"), ra) == pytest.approx(lam * (0.5 - 1.0))
-    assert tr.step(RESTORE("Enterprise0"), ra) == pytest.approx(lam * (2 / 3 - 0.5))
-    assert tr.step(0, ra) == 0.0
-    assert tr.finish() == 0.0
-    assert (tr.fixes, tr.compliant) == (3, 2)
-    assert tr.rate == pytest.approx(2 / 3)
+    _after_two_fixes(tr, lam, ra)
 
 
 def test_alignment_sum_telescopes():

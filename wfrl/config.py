@@ -269,6 +269,16 @@ PPO_PRESETS = {
 DEFAULT_PRESET = "recipe"
 
 
+# PPO settings added after runs were already being stored, with the value a run stored before
+# the setting existed ran with: a resumed search or a continued table goes on as it began.
+PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True}
+
+
+def with_older_runs_ppo(stored_ppo: dict) -> dict:
+    """A stored run's PPO settings, the ones it predates filled in as it ran."""
+    return {**PPO_SETTINGS_OF_OLDER_RUNS, **stored_ppo}
+
+
 def preset_settings(name: str) -> tuple[dict, dict]:
     """(run settings, PPO settings) of a preset."""
     check_choice("--ppo-preset", name, tuple(PPO_PRESETS))

@@ -105,6 +105,7 @@ class LearnerSteps:
 
     def __init__(self, collector, ppo_cfg, overlap: bool = False):
         self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
+        self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
         self._ahead = None      # (key, _Background, weights, version)
         self._threads = None    # torch threads while a batch is collected ahead
         if overlap:
@@ -139,7 +140,7 @@ class LearnerSteps:
         t1 = time.perf_counter()
         cfg = self.ppo_cfg
         batch = to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
-                         first_fix=first_fix_reward(cfg, self.collector))
+                         first_fix=self.first_fix)
         nxt = then(eps) if then is not None else None
         if self.overlap and nxt is not None:
             nwf, nfirst, nn = nxt

@@ -14,8 +14,8 @@ from wfrl.collect.resources import check_workers_fit
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version,
-                           first_fix_reward, log_row, policy_payload)
+from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
+                           policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
 from wfrl.runlog import CsvLog, RunDir, locked_dir, save_checkpoint, write_json
 
@@ -123,7 +123,7 @@ def _train(cfg: TrainConfig, progress) -> dict:
             update += 1
             row = log_row(wf, update, episodes, episodes, eps, ustats, t_collect, t_update,
                           behaviour_version(eps),
-                          first_fix=first_fix_reward(cfg.ppo, collector))
+                          first_fix=steps.first_fix)
             log.append(row)
             env_r, env_se = row["Env_Reward"], row["Env_Reward_SE"]
             align, compliance = row["Alignment_Bonus"], row["Compliance"]

@@ -53,6 +53,13 @@ def fix_target(action: int) -> int:
     return -1
 
 
+def is_fix(actions) -> np.ndarray:
+    """fix_target(a) >= 0, elementwise over an array of actions."""
+    a = np.asarray(actions)
+    return (((a >= REMOVE_BASE) & (a < REMOVE_BASE + N_HOSTS))
+            | ((a >= RESTORE_BASE) & (a < RESTORE_BASE + N_HOSTS)))
+
+
 ALL_WORKFLOWS: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(N_TYPES)))
 _INDEX = {p: i for i, p in enumerate(ALL_WORKFLOWS)}
 

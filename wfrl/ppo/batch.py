@@ -11,7 +11,7 @@ from wfrl._core import memory_rows
 from wfrl.collect.buffer import allocate_flat
 from wfrl.ppo.gae import gae
 from wfrl.ppo.netspec import as_netspec
-from wfrl.workflow import N_HOSTS, REMOVE_BASE, RESTORE_BASE
+from wfrl.workflow import is_fix
 
 
 def reference_memory_rows(obs, actions, lengths, memory=True, mask=True):
@@ -46,10 +46,8 @@ def with_first_fix_bonus(rewards, actions, lengths, bonus: float) -> np.ndarray:
     its length: −FIRST_FIX_BONUS·λ turns the compiled loop's alignment rule into the one without
     the first-fix bonus (wfrl.workflow). Returns a new array; rows without a fix are unchanged."""
     out = np.array(rewards, dtype=np.float32, copy=True)
-    a = np.asarray(actions)
-    fix = (((a >= REMOVE_BASE) & (a < REMOVE_BASE + N_HOSTS))
-           | ((a >= RESTORE_BASE) & (a < RESTORE_BASE + N_HOSTS)))
-    fix &= np.arange(a.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    fix = is_fix(actions)
+    fix &= np.arange(fix.shape[1])[None, :] < np.asarray(lengths)[:, None]
     rows = np.flatnonzero(fix.any(axis=1))
     out[rows, fix[rows].argmax(axis=1)] += np.float32(bonus)
     return out

@@ -34,7 +34,7 @@ import numpy as np
 from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import ExhaustiveConfig, resolve_collector
+from wfrl.config import ExhaustiveConfig, resolve_collector, with_older_runs_ppo
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
@@ -209,8 +209,7 @@ def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
                         "choose another --out") from None
     stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
     if isinstance(stored.get("ppo"), dict):
-        # tables from before these settings existed ran with the original objective and rule
-        stored["ppo"] = {"decoupled": False, "first_fix_bonus": True, **stored["ppo"]}
+        stored["ppo"] = with_older_runs_ppo(stored["ppo"])   # settings the table predates
     current = asdict(cfg)
     unused = ("episodes_per_workflow", "episodes_per_update") if cfg.protocol == "conditioned" \
         else ()

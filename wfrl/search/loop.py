@@ -37,13 +37,13 @@ import numpy as np
 from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import SearchConfig
+from wfrl.config import SearchConfig, with_older_runs_ppo
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
                            batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
-                           first_fix_reward, log_row, policy_payload, pretrain)
+                           log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
                          read_csv, save_checkpoint, write_json)
@@ -244,7 +244,7 @@ class WorkflowSearch:
             state.updates += 1
             row = log_row(wf, pretraining.updates, pretraining.episodes, state.episodes_used, eps,
                           ustats, t_collect, t_update, behaviour_version(eps), phase="pretrain",
-                          first_fix=first_fix_reward(cfg.ppo, collector))
+                          first_fix=self.steps.first_fix)
             self.train_log.append(row)
             state.training_log_rows += 1
             self.progress(f"  pretraining | update {pretraining.updates:3d} | "
@@ -340,7 +340,7 @@ class WorkflowSearch:
         state.trained[wf.index] = state.trained.get(wf.index, 0) + n
         row = log_row(wf, visit.updates, visit.episodes, state.episodes_used, eps, ustats,
                       t_collect, t_update, behaviour_version(eps), phase="visit",
-                      first_fix=first_fix_reward(cfg.ppo, collector))
+                      first_fix=self.steps.first_fix)
         self.train_log.append(row)
         state.training_log_rows += 1
         # A visit's compliance is the mean of its last `compliance_window` updates: one update
@@ -395,13 +395,14 @@ class WorkflowSearch:
                     and visit.last_update_episodes
                     >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
         # How many evaluation episodes the visit's final policy plays: for its compliance
-        # (--compliance-eval-episodes), and for its reward when it reached θ (--gp-eval-episodes).
-        n_eval = 0
-        if complete:
-            n_eval = cfg.compliance_eval_episodes
-            if cfg.gp_eval_episodes > 0 and (n_eval > 0
-                                             or last.compliance >= cfg.compliance_threshold):
-                n_eval = max(n_eval, cfg.gp_eval_episodes)
+        # (--compliance-eval-episodes), and for its reward when it reached θ (--gp-eval-episodes;
+        # without a compliance evaluation "reached θ" is the window's).
+        if not complete:
+            n_eval = 0
+        elif cfg.compliance_eval_episodes > 0:
+            n_eval = max(cfg.compliance_eval_episodes, cfg.gp_eval_episodes)
+        else:
+            n_eval = cfg.gp_eval_episodes if last.compliance >= cfg.compliance_threshold else 0
         compliance = last.compliance
         if n_eval:
             # episode numbers reserved for evaluation, distinct per visit, never used by training
@@ -597,11 +598,9 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
     # one started before --compliance-eval-episodes existed judged its visits by their window
     d.setdefault("compliance_eval_episodes", 0)
     if isinstance(d.get("ppo"), dict):
-        # one started before --decoupled existed took the ratio of its stale batches against the
-        # behaviour policy: it continues as it began
-        d["ppo"] = {**d["ppo"], "decoupled": d["ppo"].get("decoupled", False),
-                    # and one started before --first-fix-bonus existed had the bonus
-                    "first_fix_bonus": d["ppo"].get("first_fix_bonus", True)}
+        # e.g. one started before --decoupled existed took the ratio of its stale batches
+        # against the behaviour policy: it continues as it began
+        d["ppo"] = with_older_runs_ppo(d["ppo"])
     d["out"] = os.fspath(run_dir)
     d.update(overrides or {})
     return SearchConfig.from_dict(d)

@@ -219,6 +219,10 @@ class PPOConfig(Settings):
     """Weight of the value loss."""
     max_grad_norm: float = setting(0.5, check=positive)
     """Global gradient-norm clip."""
+    target_kl: float = setting(0.0, check=non_negative)
+    """Early stop of an update: once a minibatch's approximate KL divergence from the policy its
+    ratio is taken against (the one that played the batch) exceeds 1.5 × this, the update ends
+    before that minibatch's step (0 = off: every epoch runs)."""
     hidden: int = setting(64, check=positive)
     """Units in each of the two hidden layers of actor and critic."""
     memory: bool = False

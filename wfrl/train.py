@@ -160,6 +160,8 @@ def _train(cfg: TrainConfig, progress) -> dict:
                "episodes_per_s": round(episodes / wall, 3)}
     if keeper is not None and keeper.best_row is not None:
         summary["best_eval"] = keeper.best_row
+    if cfg.ppo.target_kl > 0:
+        summary["kl_early_stops"] = learner.kl_stops   # updates of this process stopped early
     write_json(run.file("summary.json"), summary)
     progress(f"done: {episodes} episodes in {wall:.1f} s ({stop}); final reward {env_r:.2f}, "
              f"compliance {compliance:.3f}; records in {run.path}")

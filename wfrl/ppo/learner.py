@@ -54,6 +54,7 @@ class PPOLearner:
         self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference)
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
+        self.kl_stops = 0   # updates this learner ended early by the KL stop
 
     def set_progress(self, frac: float) -> None:
         """Move the learning rate and entropy weight along their schedules: frac is the share of
@@ -112,6 +113,8 @@ class PPOLearner:
                 # surrogate - entropy bonus and its gradient w.r.t. the logits in one compiled pass
                 head, head_stats = head_loss(logits, None if mk is None else mk[sl], a[sl],
                                              lp0[sl], adv, cfg.clip, self.entropy_coef)
+                if self.kl_exceeded(float(head_stats[2])):
+                    break
                 v_loss = 0.5 * (value - rt[sl]).pow(2).mean()
                 loss = head + cfg.value_coef * v_loss
                 self.opt.zero_grad(set_to_none=True)
@@ -120,10 +123,20 @@ class PPOLearner:
                 self.opt.step()
                 pg, ent, kl, clip_frac = head_stats
                 stats.append((pg, float(v_loss.detach()), ent, kl, clip_frac))   # STAT_NAMES order
+            else:
+                continue
+            break   # the KL stop ends the whole update, not only this epoch
         self.version += 1
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
         return dict(zip(STAT_NAMES, np.mean(np.asarray(stats, np.float64), axis=0).tolist()))
+
+    def kl_exceeded(self, approx_kl: float) -> bool:
+        """The KL early stop (cfg.target_kl > 0): the minibatch's policy, before its step, has
+        moved further than 1.5 × target_kl from the one that played the batch."""
+        stop = self.cfg.target_kl > 0 and approx_kl > 1.5 * self.cfg.target_kl
+        self.kl_stops += stop
+        return stop
 
     # Largest importance weight of a stale step (a guard: one update apart, weights stay near 1).
     MAX_PROXIMAL_WEIGHT = 10.0
@@ -177,6 +190,10 @@ class PPOLearner:
                                     -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
                 v_loss = 0.5 * (value - ret_all[idx]).pow(2).mean()
                 entropy = -(log_p.exp() * log_p).sum(-1).mean()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean().item()
+                if self.kl_exceeded(approx_kl):
+                    break
                 loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -186,9 +203,12 @@ class PPOLearner:
                     stats["policy_loss"] += pg_loss.item()
                     stats["value_loss"] += v_loss.item()
                     stats["entropy"] += entropy.item()
-                    stats["approx_kl"] += ((ratio - 1) - log_ratio).mean().item()
+                    stats["approx_kl"] += approx_kl
                     stats["clip_frac"] += ((ratio - 1).abs() > cfg.clip).float().mean().item()
                 steps += 1
+            else:
+                continue
+            break
         self.version += 1
         return {k: v / max(steps, 1) for k, v in stats.items()}
 

@@ -95,6 +95,55 @@ def test_fast_update_equals_the_reference_update(mask):
     assert fast.version == ref.version == 3
 
 
+def _count_steps(learner):
+    calls = [0]
+    orig = learner.opt.step
+
+    def step(*args, **kw):
+        calls[0] += 1
+        return orig(*args, **kw)
+    learner.opt.step = step
+    return calls
+
+
+def test_kl_early_stop_ends_the_update_on_both_paths():
+    # The minibatches' KL from the batch's policy, seen by an update without the stop, grows as
+    # the policy moves; with a target between two of them both paths step exactly up to the
+    # first minibatch beyond 1.5 × target, to the same weights; a target no minibatch reaches
+    # changes nothing against no target at all.
+    import dataclasses
+    cfg, batch = _recorded_batch(True)
+    probe = PPOLearner(cfg, seed=9)
+    seen, check = [], probe.kl_exceeded
+    probe.kl_exceeded = lambda kl: (seen.append(kl), check(kl))[1]
+    probe.update(batch)
+    assert len(seen) == cfg.epochs * cfg.minibatches and seen[-1] > 100 * seen[0]
+    target = (seen[9] + seen[10]) / 2 / 1.5
+    want = next(i for i, kl in enumerate(seen) if kl > 1.5 * target)
+    assert 1 <= want < len(seen)
+
+    stop = dataclasses.replace(cfg, target_kl=target)
+    fast, ref = PPOLearner(stop, seed=9), PPOLearner(stop, seed=9, reference=True)
+    steps = [_count_steps(fast), _count_steps(ref)]
+    sf, sr = fast.update(batch), ref.update(batch)
+    assert [c[0] for c in steps] == [want, want]
+    assert fast.kl_stops == ref.kl_stops == 1
+    assert sf["approx_kl"] == pytest.approx(np.mean(seen[:want]), rel=1e-3)
+    assert sr["approx_kl"] == pytest.approx(sf["approx_kl"], rel=1e-3)
+    np.testing.assert_allclose(fast.flat_weights(), ref.flat_weights(), rtol=1e-4, atol=1e-5)
+    assert fast.version == ref.version == 1
+
+    off, huge = PPOLearner(cfg, seed=9), PPOLearner(dataclasses.replace(cfg, target_kl=1e9), seed=9)
+    counts = [_count_steps(off), _count_steps(huge)]
+    off.update(batch)
+    huge.update(batch)
+    assert [c[0] for c in counts] == [len(seen)] * 2
+    assert huge.kl_stops == 0
+    np.testing.assert_array_equal(off.flat_weights(), huge.flat_weights())
+    np.testing.assert_array_equal(off.flat_weights(), probe.flat_weights())
+    assert not np.array_equal(off.flat_weights(), fast.flat_weights())
+
+
 def test_fast_update_masked_actions_get_no_gradient_and_no_probability():
     # A masked action's logit receives no gradient through the added bias: its weights row of the
     # actor's last layer stays where it was when every sample masks it.

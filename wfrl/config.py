@@ -219,6 +219,10 @@ class PPOConfig(Settings):
     """Weight of the value loss."""
     max_grad_norm: float = setting(0.5, check=positive)
     """Global gradient-norm clip."""
+    clip_per_net: bool = False
+    """Clip the actor's and the critic's gradient norms separately (each to --max-grad-norm)
+    instead of their joint norm, so that a critic whose loss explodes does not shrink the
+    actor's step."""
     target_kl: float = setting(0.0, check=non_negative)
     """Early stop of an update: once a minibatch's approximate KL divergence from the policy its
     ratio is taken against (the one that played the batch) exceeds 1.5 × this, the update ends

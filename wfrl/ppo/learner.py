@@ -92,7 +92,7 @@ class PPOLearner:
         if stale and cfg.decoupled and n:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks)
         mb = max(1, -(-n // cfg.minibatches))
-        params = list(self.model.parameters())
+        params = self.clip_groups()
         stats = []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self._gen)
@@ -119,7 +119,8 @@ class PPOLearner:
                 loss = head + cfg.value_coef * v_loss
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+                for group in params:
+                    torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
                 self.opt.step()
                 pg, ent, kl, clip_frac = head_stats
                 stats.append((pg, float(v_loss.detach()), ent, kl, clip_frac))   # STAT_NAMES order
@@ -130,6 +131,13 @@ class PPOLearner:
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
         return dict(zip(STAT_NAMES, np.mean(np.asarray(stats, np.float64), axis=0).tolist()))
+
+    def clip_groups(self) -> list:
+        """The parameter groups whose gradient norms are clipped: all together, or (clip_per_net)
+        the actor's and the critic's apart."""
+        if self.cfg.clip_per_net:
+            return [list(self.model.actor.parameters()), list(self.model.critic.parameters())]
+        return [list(self.model.parameters())]
 
     def kl_exceeded(self, approx_kl: float) -> bool:
         """The KL early stop (cfg.target_kl > 0): the minibatch's policy, before its step, has
@@ -197,7 +205,8 @@ class PPOLearner:
                 loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                for group in self.clip_groups():
+                    torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
                 self.opt.step()
                 with torch.no_grad():
                     stats["policy_loss"] += pg_loss.item()

@@ -144,6 +144,29 @@ def test_kl_early_stop_ends_the_update_on_both_paths():
     assert not np.array_equal(off.flat_weights(), fast.flat_weights())
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_clip_per_net_keeps_the_actor_step_apart_from_the_critic_loss(reference):
+    # One minibatch step with the critic's loss scaled up a million times: clipped per network,
+    # the actor moves exactly as with the ordinary scale; clipped jointly (the default), the
+    # critic's huge gradient shrinks the actor's step.
+    import dataclasses
+    cfg, batch = _recorded_batch(True)
+    cfg = dataclasses.replace(cfg, epochs=1, minibatches=1)
+
+    def actor_after(**kw):
+        lrn = PPOLearner(dataclasses.replace(cfg, **kw), seed=9, reference=reference)
+        lrn.update(batch)
+        return np.concatenate([p.detach().numpy().ravel() for p in lrn.model.actor.parameters()])
+
+    start = np.concatenate([p.detach().numpy().ravel()
+                            for p in PPOLearner(cfg, seed=9).model.actor.parameters()])
+    apart = actor_after(clip_per_net=True)
+    np.testing.assert_array_equal(apart, actor_after(clip_per_net=True, value_coef=5e5))
+    joint, joint_big = actor_after(), actor_after(value_coef=5e5)
+    assert np.abs(joint_big - start).max() < 0.1 * np.abs(joint - start).max()
+    assert np.abs(apart - start).max() > 0.5 * np.abs(joint - start).max()
+
+
 def test_fast_update_masked_actions_get_no_gradient_and_no_probability():
     # A masked action's logit receives no gradient through the added bias: its weights row of the
     # actor's last layer stays where it was when every sample masks it.

@@ -92,7 +92,7 @@ class PPOLearner:
         if stale and cfg.decoupled and n:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks)
         mb = max(1, -(-n // cfg.minibatches))
-        params = self.clip_groups()
+        groups = self.clip_groups()
         stats = []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self._gen)
@@ -119,7 +119,7 @@ class PPOLearner:
                 loss = head + cfg.value_coef * v_loss
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                for group in params:
+                for group in groups:
                     torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
                 self.opt.step()
                 pg, ent, kl, clip_frac = head_stats
@@ -175,6 +175,7 @@ class PPOLearner:
         masked = None if batch.masks is None else ~torch.as_tensor(batch.masks)
         n = len(batch)
         mb = max(1, -(-n // cfg.minibatches))
+        groups = self.clip_groups()
         stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0,
                  "clip_frac": 0.0}
         steps = 0
@@ -205,7 +206,7 @@ class PPOLearner:
                 loss = pg_loss + cfg.value_coef * v_loss - self.entropy_coef * entropy
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
-                for group in self.clip_groups():
+                for group in groups:
                     torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
                 self.opt.step()
                 with torch.no_grad():

@@ -417,6 +417,26 @@ def memory_rows(const float[:, :, ::1] obs, const int32_t[:, ::1] actions,
     return (feats if memory else None), (allowed if mask else None)
 
 
+cdef extern from "wfrl_fastmath.h" nogil:
+    float wfrl_exp_nonpos(float x)
+    float wfrl_tanh(float x)
+
+
+def fastmath(const float[::1] x, str fn):
+    """The branch-free exp (fn="exp", for x <= 0) or tanh (fn="tanh") of csrc/wfrl_fastmath.h on
+    every element of x: a new float32 array. Plain twins: numpy's exp and tanh
+    (tests/test_fastmath.py bounds the difference)."""
+    _need(fn in ("exp", "tanh"), "fastmath: fn must be 'exp' or 'tanh'")
+    out = np.empty(x.shape[0], np.float32)
+    cdef float[::1] ov = out
+    cdef Py_ssize_t i
+    cdef bint tanh = fn == "tanh"
+    with nogil:
+        for i in range(x.shape[0]):
+            ov[i] = wfrl_tanh(x[i]) if tanh else wfrl_exp_nonpos(x[i])
+    return out
+
+
 cdef extern from "wfrl_head.h" nogil:
     void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
                        const int64_t *actions, const float *old_logp, const float *adv,

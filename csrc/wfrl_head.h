@@ -28,11 +28,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "wfrl_fastmath.h"
 #include "wfrl_mlp.h"
 
-/* exp(x) for x <= 0 without branches, so that the loops below vectorise: x is clamped to
- * [-87, 0], split as x = k ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial
- * (relative error < 2e-7 on that interval) and 2^k put into the exponent bits. */
 /* GCC if-converts (and so vectorises) the loops' float selects only when it may assume that a
  * comparison does not trap; that changes no result in the default floating-point environment. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -40,29 +38,8 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-static inline float wfrl_exp_nonpos(float x)
-{
-    /* below -87 the result is 0 exactly (not a subnormal, which is slow in later arithmetic);
-     * the clamp is written so that a NaN also lands on -87 (no undefined float-to-int cast) */
-    const float keep = x >= -87.0f ? 1.0f : 0.0f;
-    x = x > 0.0f ? 0.0f : x;
-    x = x >= -87.0f ? x : -87.0f;
-    const float k = (float)(int32_t)(x * 1.44269504088896341f - 0.5f);  /* x <= 0: round */
-    const float r = (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const int32_t bits = ((int32_t)k + 127) << 23;
-    float two_k;
-    memcpy(&two_k, &bits, sizeof two_k);
-    return keep * (p * two_k);
-}
-
-static inline void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
+WFRL_UNUSED
+static void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
                                  const int64_t *actions, const float *old_logp, const float *adv,
                                  float clip, float ent_coef, float *grad, double *stats)
 {

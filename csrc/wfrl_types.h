@@ -17,4 +17,27 @@
 #define WFRL_ACT_DECOY 28     /* 8 decoy kinds x 13 hosts: 28 + 13 * kind + host */
 #define WFRL_ACT_RESTORE 132
 
+/* WFRL_SIMD_CLONES before a hot function compiles it three times — for AVX-512 (x86-64-v4),
+ * AVX2 (x86-64-v3) and the baseline — and picks the one the CPU supports when the module loads
+ * (GCC function multiversioning): a wheel built once runs on any x86-64 and uses the wide
+ * vectors where they exist. The project builds with -ffp-contract=off, so no clone fuses a
+ * multiply and an add that another rounds separately: a loop vectorised across independent
+ * outputs gives the same bits in every clone. Elsewhere (other compilers, other architectures,
+ * or with WFRL_NO_CLONES defined) the function is compiled once. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(WFRL_NO_CLONES)
+#define WFRL_SIMD_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), unused))
+#elif defined(__GNUC__)
+#define WFRL_SIMD_CLONES __attribute__((unused))
+#else
+#define WFRL_SIMD_CLONES
+#endif
+
+#if defined(__GNUC__)
+#define WFRL_UNUSED __attribute__((unused))
+#else
+#define WFRL_UNUSED
+#endif
+
 #endif

@@ -118,9 +118,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     - collect: the collector alone, `batches` batches of episodes_per_update episodes with fixed
       weights (episodes/s);
     - update: building the batch and the PPO update alone, on recorded batches, for the default
-      path and the original one (to_batch with the Python memory twin, update_reference with
-      masked_fill and unfused Adam), alternated batch by batch (episodes/s of each, and the
-      ratio);
+      path (the hand-written backward), the autograd path it replaced, and the original one
+      (to_batch with the Python memory twin, update_reference with masked_fill and unfused
+      Adam), alternated batch by batch (episodes/s of each, and the ratios);
     - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on
       e2e_episodes episodes, alternated run by run, `repeats` times (median episodes/s, the
       wall time including start-up).
@@ -169,6 +169,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
 
         # update only: batch building + PPO update, default vs original path, alternated
         paths = {"default": (PPOLearner(ppo, seed=seed), False),
+                 "autograd": (PPOLearner(ppo, seed=seed, manual=False), False),
                  "original": (PPOLearner(ppo, seed=seed, reference=True), True)}
         times = {name: [] for name in paths}
         for b in range(batches):
@@ -186,8 +187,12 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         out[f"update_{name}_episodes_per_s"] = episodes_per_update / _median(times[name])
     out["update_speedup"] = out["update_default_episodes_per_s"] / \
         out["update_original_episodes_per_s"]
+    out["update_speedup_over_autograd"] = out["update_default_episodes_per_s"] / \
+        out["update_autograd_episodes_per_s"]
     say(f"update only: {out['update_default_episodes_per_s']:.0f} episodes/s (original path "
-        f"{out['update_original_episodes_per_s']:.0f}): {out['update_speedup']:.2f}x")
+        f"{out['update_original_episodes_per_s']:.0f}: {out['update_speedup']:.2f}x; autograd "
+        f"path {out['update_autograd_episodes_per_s']:.0f}: "
+        f"{out['update_speedup_over_autograd']:.2f}x)")
 
     # end to end, with and without overlap, alternated
     walls = {True: [], False: []}

@@ -1,29 +1,37 @@
 """One PPO update on a flat batch (clipped surrogate, value loss, entropy bonus, minibatch epochs,
 per-minibatch advantage normalisation, global gradient-norm clipping).
 
-Two implementations of the same update: `update` (the default) and `update_reference` (the
-original code path, kept for comparison and held equal to it by tests/test_learner.py). The
-default one differs only in how the numbers are computed:
+Three implementations of the same update, all held equal by tests/test_learner.py:
 
-- the policy head (log-softmax, the taken action's ratio, the clipped surrogate, the entropy bonus
-  and their gradient with respect to the logits) is one compiled pass (wfrl.ppo.head, C in
-  csrc/wfrl_head.h) instead of a dozen torch operations and their autograd backward; the mask
-  enters it as the 0/1 array itself. The reference path's masked_fill, and exp of a −1e9
-  log-probability (float underflow takes exp's slow path), were half of its time;
-- each epoch gathers its shuffled batch once (index_select) and slices minibatches from it,
-  instead of fancy-indexing every tensor per minibatch;
-- fused Adam and foreach gradient clipping.
-The minibatch shuffles draw the same permutations from the learner's generator, so both paths
-visit the same minibatches."""
+- `update` (the default): the backward pass written out by hand. Per minibatch step the six
+  matrix products of the forward pass and the ten of the backward go into buffers kept between
+  steps (torch.addmm/mm with out=), tanh' = 1 − h² is applied in place, and each gradient lands
+  directly in its parameter's .grad, where the gradient clip and fused Adam read it as usual:
+  no autograd graph is built, recorded or walked. It gives the autograd path's numbers bit for
+  bit (the same products in the same order) at ~1.3–1.5× its speed;
+- `manual=False`: the autograd path it replaced — the model's forward, the compiled policy head
+  (wfrl.ppo.head, C in csrc/wfrl_head.h) as an autograd Function, `loss.backward()`;
+- `reference=True` (`update_reference`): the original code path, kept for comparison: masked_fill
+  and exp of a −1e9 log-probability (float underflow takes exp's slow path; half its time), the
+  log-softmax, surrogate and entropy as a dozen torch operations, fancy indexing per minibatch,
+  unfused Adam. Equal to the others up to float32 rounding.
+
+The first two gather each epoch's shuffled batch once (index_select) and slice minibatches from
+it. All three draw the same permutations from the learner's generator, so they visit the same
+minibatches."""
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 import torch
 
+from wfrl import _core
 from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
+from wfrl.envs.base import N_ACTIONS
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
-from wfrl.ppo.head import head_loss
+from wfrl.ppo.head import _all_allowed, head_loss
 from wfrl.ppo.policy import ActorCritic
 
 
@@ -41,12 +49,45 @@ def _adam(params, lr: float, fused: bool):
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
 
-class PPOLearner:
-    """reference=True: the original update path (update_reference, unfused Adam) for `update`."""
+class _Scratch:
+    """What the hand-written backward keeps between minibatch steps: each layer's (weight, bias),
+    every activation and every gradient with respect to one, for up to `rows` rows (a shorter
+    minibatch uses the leading rows, still contiguous), and a .grad tensor on every parameter
+    that the step overwrites in place (so Adam and the gradient clip read them as usual)."""
 
-    def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False):
+    def __init__(self, model: ActorCritic, rows: int):
+        self.rows = rows
+        linears = [m for seq in (model.actor, model.critic) for m in seq
+                   if isinstance(m, torch.nn.Linear)]
+        self.layers = [(m.weight, m.bias) for m in linears]
+        self.params = [p for pair in self.layers for p in pair]
+        self.attach_grads()
+        H = model.hidden
+
+        def buf(width):
+            return torch.empty((rows, width), dtype=torch.float32)
+        self.a1, self.a2, self.c1, self.c2 = buf(H), buf(H), buf(H), buf(H)
+        self.da1, self.da2, self.dc1, self.dc2 = buf(H), buf(H), buf(H), buf(H)
+        self.z, self.dz = buf(N_ACTIONS), buf(N_ACTIONS)
+        self.v, self.dv = buf(1), buf(1)
+
+    def attach_grads(self) -> None:
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+
+class PPOLearner:
+    """reference=True: the original update path (update_reference, unfused Adam) for `update`.
+    manual=False: the autograd path the hand-written backward replaced (kept for comparison and
+    held equal to it by tests/test_learner.py)."""
+
+    def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False,
+                 manual: bool = True):
         self.cfg = cfg
         self.reference = reference
+        self.manual = manual and not reference
+        self._scratch: _Scratch | None = None
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
         self.net = cfg.net()
@@ -79,6 +120,18 @@ class PPOLearner:
             if stale and self.cfg.decoupled:
                 raise ValueError("the reference update has no decoupled objective for a stale batch")
             return self.update_reference(batch)
+        # Python's cycle collector would otherwise run every few hundred tensor allocations and
+        # walk every object torch created at import (5-10 % of an update); what an update leaves
+        # behind holds no cycles, reference counting frees it.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._update(batch, between, stale)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _update(self, batch: Batch, between, stale: bool) -> dict:
         cfg = self.cfg
         n = len(batch)
         obs = torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32))
@@ -93,6 +146,7 @@ class PPOLearner:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks)
         mb = max(1, -(-n // cfg.minibatches))
         groups = self.clip_groups()
+        step = self._manual_step if self.manual else self._autograd_step
         stats = []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self._gen)
@@ -104,26 +158,16 @@ class PPOLearner:
                 if between is not None:
                     between()
                 sl = slice(start, start + mb)
-                logits, value = self.model(o[sl])
                 adv = ad[sl]
                 if adv.numel() > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 if wt is not None:
                     adv = adv * wt[sl]   # w·min(r·A, clip(r)·A) = min(r·wA, clip(r)·wA), w > 0
-                # surrogate - entropy bonus and its gradient w.r.t. the logits in one compiled pass
-                head, head_stats = head_loss(logits, None if mk is None else mk[sl], a[sl],
-                                             lp0[sl], adv, cfg.clip, self.entropy_coef)
-                if self.kl_exceeded(float(head_stats[2])):
+                got = step(o[sl], None if mk is None else mk[sl], a[sl], lp0[sl], adv, rt[sl],
+                           groups)
+                if got is None:          # the KL stop
                     break
-                v_loss = 0.5 * (value - rt[sl]).pow(2).mean()
-                loss = head + cfg.value_coef * v_loss
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                for group in groups:
-                    torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
-                self.opt.step()
-                pg, ent, kl, clip_frac = head_stats
-                stats.append((pg, float(v_loss.detach()), ent, kl, clip_frac))   # STAT_NAMES order
+                stats.append(got)
             else:
                 continue
             break   # the KL stop ends the whole update, not only this epoch
@@ -131,6 +175,76 @@ class PPOLearner:
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
         return dict(zip(STAT_NAMES, np.mean(np.asarray(stats, np.float64), axis=0).tolist()))
+
+    def _autograd_step(self, x, mk, a, lp0, adv, ret, groups):
+        """One minibatch step through autograd (the default path before the hand-written
+        backward; manual=False). Returns the minibatch's statistics, or None on the KL stop."""
+        cfg = self.cfg
+        logits, value = self.model(x)
+        # surrogate - entropy bonus and its gradient w.r.t. the logits in one compiled pass
+        head, head_stats = head_loss(logits, mk, a, lp0, adv, cfg.clip, self.entropy_coef)
+        if self.kl_exceeded(float(head_stats[2])):
+            return None
+        v_loss = 0.5 * (value - ret).pow(2).mean()
+        loss = head + cfg.value_coef * v_loss
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        for group in groups:
+            torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
+        self.opt.step()
+        pg, ent, kl, clip_frac = head_stats
+        return pg, float(v_loss.detach()), ent, kl, clip_frac   # STAT_NAMES order
+
+    @torch.no_grad()
+    def _manual_step(self, x, mk, a, lp0, adv, ret, groups):
+        """The same minibatch step with the backward pass written out: every matrix product
+        into a buffer kept between steps, the gradients straight into each parameter's .grad,
+        no autograd graph (see _Scratch). Returns the statistics, or None on the KL stop."""
+        cfg = self.cfg
+        k = x.shape[0]
+        s = self._scratch
+        if s is None or s.rows < k:
+            s = self._scratch = _Scratch(self.model, k)
+        s.attach_grads()      # after a zero_grad(set_to_none=True) elsewhere
+        (aw1, ab1), (aw2, ab2), (aw3, ab3), (cw1, cb1), (cw2, cb2), (cw3, cb3) = s.layers
+        a1, a2, z, c1, c2, v = (t[:k] for t in (s.a1, s.a2, s.z, s.c1, s.c2, s.v))
+        torch.addmm(ab1, x, aw1.t(), out=a1).tanh_()
+        torch.addmm(ab2, a1, aw2.t(), out=a2).tanh_()
+        torch.addmm(ab3, a2, aw3.t(), out=z)
+        torch.addmm(cb1, x, cw1.t(), out=c1).tanh_()
+        torch.addmm(cb2, c1, cw2.t(), out=c2).tanh_()
+        torch.addmm(cb3, c2, cw3.t(), out=v)
+        # the head: loss statistics and d loss / d logits (the ent/pg part) in one compiled pass
+        dz = s.dz[:k]
+        allowed = _all_allowed((k, N_ACTIONS)) if mk is None else mk.numpy()
+        pg, ent, kl, clipped = _core.ppo_head(
+            z.numpy(), allowed, a.numpy(), lp0.numpy(), np.ascontiguousarray(adv.numpy()),
+            float(cfg.clip), float(self.entropy_coef), dz.numpy())
+        if self.kl_exceeded(kl / k):
+            return None
+        # value loss 0.5·mean((v - R)²); its gradient times value_coef
+        dv = s.dv[:k]
+        torch.sub(v, ret.unsqueeze(1), out=dv)
+        v_loss = float(0.5 * dv.pow(2).mean())     # as the autograd path computes it
+        dv.mul_(cfg.value_coef / k)
+        # backward through each network: last layer, then tanh' = 1 - h² and the hidden layers
+        for dout, h2, h1, (w3, b3), (w2, b2), (w1, b1), d2, d1 in (
+                (dz, a2, a1, (aw3, ab3), (aw2, ab2), (aw1, ab1), s.da2[:k], s.da1[:k]),
+                (dv, c2, c1, (cw3, cb3), (cw2, cb2), (cw1, cb1), s.dc2[:k], s.dc1[:k])):
+            torch.mm(dout.t(), h2, out=w3.grad)
+            torch.sum(dout, 0, out=b3.grad)
+            torch.mm(dout, w3, out=d2)
+            torch.ops.aten.tanh_backward.grad_input(d2, h2, grad_input=d2)
+            torch.mm(d2.t(), h1, out=w2.grad)
+            torch.sum(d2, 0, out=b2.grad)
+            torch.mm(d2, w2, out=d1)
+            torch.ops.aten.tanh_backward.grad_input(d1, h1, grad_input=d1)
+            torch.mm(d1.t(), x, out=w1.grad)
+            torch.sum(d1, 0, out=b1.grad)
+        for group in groups:
+            torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
+        self.opt.step()
+        return pg / k, v_loss, ent / k, kl / k, clipped / k   # STAT_NAMES order
 
     def clip_groups(self) -> list:
         """The parameter groups whose gradient norms are clipped: all together, or (clip_per_net)

@@ -12,7 +12,7 @@ from wfrl.protocol import TIMING_COLUMNS
 from wfrl.search.loop import search
 
 # The recipe's learner (what `wfrl train` uses by default), small and quick.
-PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True)
+PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True, clip_per_net=True)
 
 
 def search_cfg(out, **kw):

@@ -259,27 +259,29 @@ class PPOConfig(Settings):
 
 # Named starting points for the learner; flags given on the command line override them.
 #   recipe   (default) what the ablations in docs/learner.md support: 200 episodes per update,
-#            the memory block and the action mask, the greedy policy evaluated every 5,000
-#            episodes (best.pt). Learning rate and entropy weight stay constant: annealing them
-#            (--lr-final, --entropy-final) did not help in the ablation.
+#            the memory block and the action mask, the actor's and the critic's gradient norms
+#            clipped apart, the greedy policy evaluated every 5,000 episodes (best.pt). Learning
+#            rate and entropy weight stay constant: annealing them (--lr-final, --entropy-final)
+#            did not help in the ablation.
 #   original the original system's learner: 10 episodes per update, observation and workflow
-#            only, constant learning rate and entropy weight, no periodic evaluation, every
-#            batch played by the weights it updates (no overlap), and its alignment rule with the
-#            first-fix bonus (today's default too).
+#            only, constant learning rate and entropy weight, one joint gradient-norm clip, no
+#            periodic evaluation, every batch played by the weights it updates (no overlap), and
+#            its alignment rule with the first-fix bonus (today's default too).
 PPO_PRESETS = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
                "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
-                       "first_fix_bonus": True}},
+                       "first_fix_bonus": True, "clip_per_net": True}},
     "original": {"train": {"episodes_per_update": 10, "eval_every": 0, "overlap": False},
                  "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0,
-                         "first_fix_bonus": True}},
+                         "first_fix_bonus": True, "clip_per_net": False}},
 }
 DEFAULT_PRESET = "recipe"
 
 
 # PPO settings added after runs were already being stored, with the value a run stored before
 # the setting existed ran with: a resumed search or a continued table goes on as it began.
-PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True}
+PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
+                              "clip_per_net": False}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

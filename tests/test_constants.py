@@ -14,10 +14,13 @@ CSRC = pathlib.Path(__file__).resolve().parents[1] / "csrc"
 
 
 def _defines():
-    """Every `#define WFRL_NAME value` in csrc/*.h, evaluated (values may use earlier defines)."""
+    """Every numeric `#define WFRL_NAME value` in csrc/*.h, evaluated (values may use earlier
+    defines); attribute macros (WFRL_SIMD_CLONES and the like) are not numbers and are left out."""
     raw = {}
     for h in sorted(CSRC.glob("*.h")):
         for m in re.finditer(r"^#define (WFRL_[A-Z0-9_]+) (.+?)\s*(?:/\*.*)?$", h.read_text(), re.M):
+            if "__attribute__" in m.group(2) or m.group(2).endswith("\\"):
+                continue
             raw[m.group(1)] = m.group(2)
     out = {}
 

@@ -1,0 +1,40 @@
+"""Per-episode returns of one CAGE2 protocol setting, played as `wfrl eval --cage2` plays it (seed
+153, 1,000 greedy episodes, the same episode numbers): the eight worst CybORG episodes beside the
+same episodes on the simulator, and the CybORG mean without the worst ones.
+
+    .venv/bin/python scripts/protocol_outliers.py CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
+"""
+import concurrent.futures as cf, multiprocessing as mp, sys
+import numpy as np
+import wfrl.cage2_eval as ce
+from wfrl.evaluate import weights_from_checkpoint
+from wfrl.runlog import load_checkpoint
+
+def main():
+    ckpt, red, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ck = load_checkpoint(ckpt)
+    w, net = weights_from_checkpoint(ck)
+    cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
+    settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
+    k = settings.index((red, steps))
+    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, k)
+    def tasks(backend, chunk):
+        return [ce._Task(backend, red, steps, w, net, ck["workflow"], float(cfg.get("alignment_lambda", 30.0)),
+                         bool(cfg.get("count_foothold", False)), 153, base + f, min(chunk, 1000 - f), True)
+                for f in range(0, 1000, chunk)]
+    out = {}
+    for backend, chunk in (("sim", 1000), ("cyborg", 50)):
+        with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+            res = list(pool.map(ce._run_task, tasks(backend, chunk)))
+        out[backend] = (np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res]),
+                        np.concatenate([r[3] for r in res]))
+        print(backend, "mean", out[backend][0].mean(), "sd", out[backend][0].std(ddof=1), flush=True)
+    cy, sim = out["cyborg"], out["sim"]
+    order = np.argsort(cy[0])
+    for i in order[:8]:
+        print(f"episode {base + i}: cyborg {cy[0][i]:.1f} (fixes {cy[1][i]}, compliance {cy[2][i]:.2f})  sim {sim[0][i]:.1f} (fixes {sim[1][i]}, compliance {sim[2][i]:.2f})")
+    print("cyborg without the worst:", np.delete(cy[0], order[:1]).mean(), " without the 3 worst:", np.delete(cy[0], order[:3]).mean())
+
+
+if __name__ == '__main__':
+    main()

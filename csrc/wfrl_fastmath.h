@@ -9,19 +9,15 @@
 #include <stdint.h>
 #include <string.h>
 
-/* GCC if-converts (and so vectorises) the loops' float selects only when it may assume that a
- * comparison does not trap; that changes no result in the default floating-point environment.
- * Every function that inlines these is compiled under the same option. */
+/* Their float selects vectorise only where GCC may assume that a comparison does not trap:
+ * setup.py builds the extension with -fno-trapping-math (no result changes in the default
+ * floating-point environment). */
+
 /* Inlined even into a loop GCC would otherwise leave a call in (which stops vectorisation). */
 #if defined(__GNUC__)
 #define WFRL_ALWAYS_INLINE __attribute__((always_inline))
 #else
 #define WFRL_ALWAYS_INLINE
-#endif
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
 #endif
 
 /* exp(x) for x <= 0 without branches, so that a loop of it vectorises: x is clamped to
@@ -73,9 +69,5 @@ WFRL_ALWAYS_INLINE static inline float wfrl_tanh(float x)
     const float y = ax < 0.05f ? small : large;
     return x < 0.0f ? -y : (x > 0.0f ? y : x);   /* x itself for ±0 and NaN */
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 #endif

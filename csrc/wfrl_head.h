@@ -31,13 +31,8 @@
 #include "wfrl_fastmath.h"
 #include "wfrl_mlp.h"
 
-/* GCC if-converts (and so vectorises) the loops' float selects only when it may assume that a
- * comparison does not trap; that changes no result in the default floating-point environment. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
-
+/* The loops' float selects vectorise because the extension is built with -fno-trapping-math
+ * (setup.py; see csrc/wfrl_fastmath.h). */
 WFRL_UNUSED
 static void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8_t *allowed,
                                  const int64_t *actions, const float *old_logp, const float *adv,
@@ -105,9 +100,5 @@ static void wfrl_ppo_head(int64_t n, int64_t A, const float *logits, const uint8
     stats[3] = clipped;
     stats[4] = empty;
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 #endif

@@ -59,13 +59,6 @@ static inline void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
     }
 }
 
-/* The forward pass below inlines wfrl_tanh: it is compiled under the same options (see
- * wfrl_fastmath.h). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
-
 /* y = b + Σ_i x[i]·Wt[i, :] (optionally tanh), skipping zero inputs. Each output is its own
  * sum, taken over the inputs in order, so vectorising over outputs changes no bit. */
 static inline void wfrl_dense_t(const float *Wt, const float *b, const float *x, int in, int out,
@@ -110,10 +103,6 @@ static void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
     wfrl_dense_t(cw2, cb2, h1, H, H, 1, h2);
     wfrl_dense_t(cw3, cb3, h2, H, 1, 0, value);
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 /* Logit given to a masked action: exp() of it underflows to exactly 0 in float and double, and
  * 0 · it stays finite, so masked actions drop out of softmax, sampling and entropy alike. */

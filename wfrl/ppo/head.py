@@ -18,17 +18,28 @@ from wfrl import _core
 from wfrl.features import MASKED_LOGIT
 
 
+def head_pass(z: np.ndarray, allowed: np.ndarray | None, actions: np.ndarray,
+              old_logp: np.ndarray, adv: np.ndarray, clip: float, ent_coef: float,
+              grad: np.ndarray) -> tuple:
+    """The compiled pass on numpy arrays: z [n, A] float32 logits, allowed [n, A] uint8 or None
+    (all allowed), actions [n] int64, old_logp and adv [n] float32 (adv normalised). Writes
+    d loss / d logits into grad [n, A]; returns the minibatch means (clipped surrogate, entropy,
+    approximate KL, fraction of clipped ratios)."""
+    if allowed is None:
+        allowed = _all_allowed(z.shape)
+    n = z.shape[0]
+    pg, ent, kl, clipped = _core.ppo_head(z, allowed, actions, old_logp, adv, clip, ent_coef, grad)
+    return pg / n, ent / n, kl / n, clipped / n
+
+
 class _Head(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, allowed, actions, old_logp, adv, clip, ent_coef, out):
         z = logits.detach().numpy()
         grad = np.empty(z.shape, np.float32)
-        pg, ent, kl, clipped = _core.ppo_head(z, allowed, actions, old_logp, adv, clip, ent_coef,
-                                             grad)
-        n = z.shape[0]
-        out[:] = (pg / n, ent / n, kl / n, clipped / n)
+        out[:] = head_pass(z, allowed, actions, old_logp, adv, clip, ent_coef, grad)
         ctx.save_for_backward(torch.from_numpy(grad))
-        return logits.new_tensor(pg / n - ent_coef * (ent / n))
+        return logits.new_tensor(out[0] - ent_coef * out[1])
 
     @staticmethod
     def backward(ctx, g):
@@ -59,8 +70,7 @@ def head_loss(logits: torch.Tensor, allowed: torch.Tensor | None, actions: torch
     """logits [n, A] float32 (requires grad), allowed [n, A] bool/uint8 or None, actions [n]
     int64, old_logp and adv [n] float32 (adv already normalised). Compiled path."""
     stats = [0.0] * 4
-    loss = _Head.apply(logits, _all_allowed(tuple(logits.shape)) if allowed is None
-                       else _np(allowed, np.uint8),
+    loss = _Head.apply(logits, None if allowed is None else _np(allowed, np.uint8),
                        _np(actions, np.int64), _np(old_logp, np.float32), _np(adv, np.float32),
                        float(clip), float(ent_coef), stats)
     return loss, tuple(stats)

@@ -26,12 +26,11 @@ import gc
 import numpy as np
 import torch
 
-from wfrl import _core
 from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
 from wfrl.envs.base import N_ACTIONS
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
-from wfrl.ppo.head import _all_allowed, head_loss
+from wfrl.ppo.head import head_loss, head_pass
 from wfrl.ppo.policy import ActorCritic
 
 
@@ -219,11 +218,11 @@ class PPOLearner:
         torch.addmm(cb3, c2, cw3.t(), out=v)
         # the head: loss statistics and d loss / d logits (the ent/pg part) in one compiled pass
         dz = s.dz[:k]
-        allowed = _all_allowed((k, N_ACTIONS)) if mk is None else mk.numpy()
-        pg, ent, kl, clipped = _core.ppo_head(
-            z.numpy(), allowed, a.numpy(), lp0.numpy(), np.ascontiguousarray(adv.numpy()),
-            float(cfg.clip), float(self.entropy_coef), dz.numpy())
-        if self.kl_exceeded(kl / k):
+        pg, ent, kl, clipped = head_pass(
+            z.numpy(), None if mk is None else mk.numpy(), a.numpy(), lp0.numpy(),
+            np.ascontiguousarray(adv.numpy()), float(cfg.clip), float(self.entropy_coef),
+            dz.numpy())
+        if self.kl_exceeded(kl):
             return None
         # value loss 0.5·mean((v - R)²); its gradient times value_coef
         dv = s.dv[:k]
@@ -247,7 +246,7 @@ class PPOLearner:
         for group in groups:
             torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
         self._adam_step()
-        return pg / k, v_loss, ent / k, kl / k, clipped / k   # STAT_NAMES order
+        return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
 
     def _adam_step(self) -> None:
         """opt.step() for the fused Adam, without the ~0.3 ms of Python around its kernel per call

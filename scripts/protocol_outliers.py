@@ -4,23 +4,23 @@ same episodes on the simulator, and the CybORG mean without the worst ones.
 
     .venv/bin/python scripts/protocol_outliers.py CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
 """
-import concurrent.futures as cf, multiprocessing as mp, sys
+import concurrent.futures as cf
+import multiprocessing as mp
+import sys
+
 import numpy as np
+
 import wfrl.cage2_eval as ce
-from wfrl.evaluate import weights_from_checkpoint
-from wfrl.runlog import load_checkpoint
+
 
 def main():
     ckpt, red, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    ck = load_checkpoint(ckpt)
-    w, net = weights_from_checkpoint(ck)
-    cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
+    policy = ce.policy_of_checkpoint(ckpt)
     settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
-    k = settings.index((red, steps))
-    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, k)
+    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
+
     def tasks(backend, chunk):
-        return [ce._Task(backend, red, steps, w, net, ck["workflow"], float(cfg.get("alignment_lambda", 30.0)),
-                         bool(cfg.get("count_foothold", False)), 153, base + f, min(chunk, 1000 - f), True)
+        return [ce._Task(backend, red, steps, *policy, 153, base + f, min(chunk, 1000 - f), True)
                 for f in range(0, 1000, chunk)]
     out = {}
     for backend, chunk in (("sim", 1000), ("cyborg", 50)):
@@ -36,5 +36,5 @@ def main():
     print("cyborg without the worst:", np.delete(cy[0], order[:1]).mean(), " without the 3 worst:", np.delete(cy[0], order[:3]).mean())
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     main()

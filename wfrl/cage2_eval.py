@@ -91,6 +91,21 @@ def _policy_for(red: str, checkpoints: dict) -> str:
                     "--checkpoint-meander)")
 
 
+def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
+    """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
+    it: its own workflow unless `workflow` is given (checked either way)."""
+    from wfrl.evaluate import weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
+    from wfrl.workflow import Workflow
+    ck = load_checkpoint(path)
+    weights, net = weights_from_checkpoint(ck)
+    cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
+    wf = workflow or ck["workflow"]
+    Workflow.parse(wf)
+    return (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
+            bool(cfg.get("count_foothold", False)))
+
+
 def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000,
                    seed: int = 153, n_workers: int | None = None, greedy: bool = True,
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
@@ -98,8 +113,6 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red). Returns the JSON-ready result (see `format_table`)."""
     from wfrl.envs.base import check_backend
-    from wfrl.evaluate import weights_from_checkpoint
-    from wfrl.runlog import load_checkpoint
     check_backend(backend)
     if episodes < 1:
         raise UserError(f"--episodes must be positive (got {episodes})")
@@ -107,14 +120,7 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
     for red in reds:
         path = _policy_for(red, checkpoints)
         if path not in loaded:
-            ck = load_checkpoint(path)
-            weights, net = weights_from_checkpoint(ck)
-            cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
-            wf = workflow or ck["workflow"]
-            from wfrl.workflow import Workflow
-            Workflow.parse(wf)
-            loaded[path] = (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
-                            bool(cfg.get("count_foothold", False)))
+            loaded[path] = policy_of_checkpoint(path, workflow)
     settings = [(red, steps) for red in reds for steps in lengths]
     chunk = CHUNK[backend]
     tasks = []

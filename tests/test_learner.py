@@ -285,7 +285,8 @@ def test_hand_written_backward_equals_autograd_bit_for_bit(kw, stale):
     if not cfg.memory:   # the observation-only network: no memory block, every action allowed
         batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
         batch.masks = None
-    manual, auto = PPOLearner(cfg, seed=9), PPOLearner(cfg, seed=9, manual=False)
+    # (full width: the products the autograd path makes; the compact plan is tested below)
+    manual, auto = PPOLearner(cfg, seed=9, compact=False), PPOLearner(cfg, seed=9, manual=False)
     assert manual.manual and not auto.manual
     for _ in range(3):
         sm, sa = manual.update(batch, stale=stale), auto.update(batch, stale=stale)
@@ -296,6 +297,46 @@ def test_hand_written_backward_equals_autograd_bit_for_bit(kw, stale):
         for key in ("exp_avg", "exp_avg_sq"):
             np.testing.assert_array_equal(manual.opt.state[p][key].numpy(),
                                           auto.opt.state[q][key].numpy())
+
+
+@pytest.mark.parametrize("kw,stale", [({}, False), ({"clip_per_net": True}, True),
+                                      ({"minibatches": 7}, False),
+                                      ({"mask": False, "memory": False}, False)])
+def test_compact_update_equals_the_full_width_update(kw, stale):
+    # The default update multiplies only the input columns and actions the batch uses
+    # (_Compact); against the same update over every column and action, three updates on a real
+    # batch: the same statistics and weights up to float32 rounding, the same optimiser state,
+    # and the gradient of every skipped column and action exactly 0 (as the full products give).
+    import dataclasses
+    cfg, batch = _recorded_batch(kw.get("mask", True))
+    cfg = dataclasses.replace(cfg, **kw)
+    if not cfg.memory:
+        batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
+        batch.masks = None
+    from wfrl.ppo.learner import _Compact
+    plan = _Compact.of(batch.obs, None if batch.masks is None else batch.masks.view(np.uint8),
+                       batch.actions.astype(np.int64), cfg.hidden)
+    assert plan is not None and len(plan.cols) < batch.obs.shape[1]   # zero columns to skip
+    if cfg.mask:
+        assert plan.n_actions < 145                                    # and unused actions
+    compact, full = PPOLearner(cfg, seed=9), PPOLearner(cfg, seed=9, compact=False)
+    skipped = np.setdiff1d(np.arange(batch.obs.shape[1]), plan.cols.numpy())
+    for _ in range(3):
+        sc, sf = compact.update(batch, stale=stale), full.update(batch, stale=stale)
+        assert compact._plan is not None and full._plan is None
+        for key in sc:
+            assert sc[key] == pytest.approx(sf[key], rel=1e-4, abs=1e-6), key
+        actor_w1 = compact.model.actor[0].weight.grad.numpy()
+        assert not actor_w1[:, skipped].any()
+        np.testing.assert_allclose(actor_w1, full.model.actor[0].weight.grad.numpy(),
+                                   rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(compact.flat_weights(), full.flat_weights(), rtol=1e-4, atol=1e-6)
+    assert not np.allclose(compact.flat_weights(), PPOLearner(cfg, seed=9).flat_weights(),
+                           rtol=1e-4, atol=1e-6)
+    for p, q in zip(compact.model.parameters(), full.model.parameters()):
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(compact.opt.state[p][key].numpy(),
+                                       full.opt.state[q][key].numpy(), rtol=1e-3, atol=1e-7)
 
 
 def test_direct_fused_adam_step_equals_torch_adam_step():

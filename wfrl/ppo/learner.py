@@ -76,16 +76,60 @@ class _Scratch:
                 p.grad = torch.zeros_like(p)
 
 
+class _Compact:
+    """The parts of one update's batch the minibatch steps can skip, exactly: the input columns
+    that are 0 in every row (20 of the workflow one-hot's 25 when the batch follows one workflow,
+    memory and observation bits nothing set) and the actions masked in every row (decoys no host
+    in play can carry). A zero column adds exactly 0 to every first-layer product and gets a
+    gradient of exactly 0; a masked action's probability is exactly 0 and its logit gets no
+    gradient (wfrl.ppo.head). So the steps multiply only the columns and actions in use — on
+    recorded default-search batches 87 of 143 columns and 79 of 145 actions, a third of the
+    update's arithmetic — and write their gradients back into those columns and rows of the
+    full .grad tensors (the rest stay 0, as the full products would make them). The same update
+    up to float rounding: the policy head's vector sums run over fewer lanes
+    (tests/test_learner.py holds it to the full-width path)."""
+
+    def __init__(self, cols, acts, obs, masks, actions, hidden: int):
+        self.cols = torch.from_numpy(cols)
+        self.acts = torch.from_numpy(acts)
+        self.n_actions = len(acts)
+        self.obs = torch.from_numpy(obs)
+        self.masks = None if masks is None else torch.from_numpy(masks)
+        self.actions = torch.from_numpy(actions)
+        nc, na = len(cols), len(acts)
+        # the used part of the first layers and the actor's last layer, and their gradients
+        self.aw1, self.cw1, self.g_aw1, self.g_cw1 = (torch.empty((hidden, nc)) for _ in range(4))
+        self.aw3, self.g_aw3 = torch.empty((na, hidden)), torch.empty((na, hidden))
+        self.ab3, self.g_ab3 = torch.empty(na), torch.empty(na)
+
+    @classmethod
+    def of(cls, obs: np.ndarray, masks: np.ndarray | None, actions: np.ndarray,
+           hidden: int) -> "_Compact | None":
+        """The plan for this batch, or None when every column and every action is in use."""
+        cols = np.flatnonzero(obs.any(0))
+        acts = (np.arange(N_ACTIONS) if masks is None else
+                np.union1d(np.flatnonzero(masks.any(0)), actions))   # (a taken action is in)
+        if len(cols) == obs.shape[1] and len(acts) == N_ACTIONS:
+            return None
+        index = np.full(N_ACTIONS, -1, np.int64)
+        index[acts] = np.arange(len(acts))
+        return cls(cols.astype(np.int64), acts.astype(np.int64), np.ascontiguousarray(obs[:, cols]),
+                   None if masks is None else np.ascontiguousarray(masks[:, acts]),
+                   index[actions], hidden)
+
+
 class PPOLearner:
     """reference=True: the original update path (update_reference, unfused Adam) for `update`.
     manual=False: the autograd path the hand-written backward replaced (kept for comparison and
     held equal to it by tests/test_learner.py)."""
 
     def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False,
-                 manual: bool = True):
+                 manual: bool = True, compact: bool = True):
         self.cfg = cfg
         self.reference = reference
         self.manual = manual and not reference
+        self.compact = compact and self.manual
+        self._plan: _Compact | None = None    # this update's (_update)
         self._scratch: _Scratch | None = None
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
@@ -146,6 +190,17 @@ class PPOLearner:
         mb = max(1, -(-n // cfg.minibatches))
         groups = self.clip_groups()
         step = self._manual_step if self.manual else self._autograd_step
+        self._plan = None
+        if self.compact and n:
+            self._plan = plan = _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
+                                            actions.numpy(), cfg.hidden)
+            if plan is not None:
+                obs, masks, actions = plan.obs, plan.masks, plan.actions
+                for p in self.model.parameters():   # what the plan leaves out stays 0
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    else:
+                        p.grad.zero_()
         sources = (obs, actions, old_logp, adv_all, ret_all, masks, weight_all)
         gathered = [None if t is None else np.empty(t.shape, t.numpy().dtype) for t in sources]
         stats = []
@@ -209,15 +264,28 @@ class PPOLearner:
             s = self._scratch = _Scratch(self.model, k)
         s.attach_grads()      # after a zero_grad(set_to_none=True) elsewhere
         (aw1, ab1), (aw2, ab2), (aw3, ab3), (cw1, cb1), (cw2, cb2), (cw3, cb3) = s.layers
-        a1, a2, z, c1, c2, v = (t[:k] for t in (s.a1, s.a2, s.z, s.c1, s.c2, s.v))
-        torch.addmm(ab1, x, aw1.t(), out=a1).tanh_()
+        plan = self._plan
+        if plan is None:
+            na = N_ACTIONS
+            w1a, w1c, w3a, b3a = aw1, cw1, aw3, ab3
+            g1a, g1c, g3a, gb3a = aw1.grad, cw1.grad, aw3.grad, ab3.grad
+        else:   # the used columns and actions only (_Compact)
+            na = plan.n_actions
+            w1a = torch.index_select(aw1, 1, plan.cols, out=plan.aw1)
+            w1c = torch.index_select(cw1, 1, plan.cols, out=plan.cw1)
+            w3a = torch.index_select(aw3, 0, plan.acts, out=plan.aw3)
+            b3a = torch.index_select(ab3, 0, plan.acts, out=plan.ab3)
+            g1a, g1c, g3a, gb3a = plan.g_aw1, plan.g_cw1, plan.g_aw3, plan.g_ab3
+        a1, a2, c1, c2, v = (t[:k] for t in (s.a1, s.a2, s.c1, s.c2, s.v))
+        z = s.z.view(-1)[:k * na].view(k, na)
+        torch.addmm(ab1, x, w1a.t(), out=a1).tanh_()
         torch.addmm(ab2, a1, aw2.t(), out=a2).tanh_()
-        torch.addmm(ab3, a2, aw3.t(), out=z)
-        torch.addmm(cb1, x, cw1.t(), out=c1).tanh_()
+        torch.addmm(b3a, a2, w3a.t(), out=z)
+        torch.addmm(cb1, x, w1c.t(), out=c1).tanh_()
         torch.addmm(cb2, c1, cw2.t(), out=c2).tanh_()
         torch.addmm(cb3, c2, cw3.t(), out=v)
         # the head: loss statistics and d loss / d logits (the ent/pg part) in one compiled pass
-        dz = s.dz[:k]
+        dz = s.dz.view(-1)[:k * na].view(k, na)
         pg, ent, kl, clipped = head_pass(
             z.numpy(), None if mk is None else mk.numpy(), a.numpy(), lp0.numpy(),
             np.ascontiguousarray(adv.numpy()), float(cfg.clip), float(self.entropy_coef),
@@ -230,19 +298,26 @@ class PPOLearner:
         v_loss = float(0.5 * dv.pow(2).mean())     # as the autograd path computes it
         dv.mul_(cfg.value_coef / k)
         # backward through each network: last layer, then tanh' = 1 - h² and the hidden layers
-        for dout, h2, h1, (w3, b3), (w2, b2), (w1, b1), d2, d1 in (
-                (dz, a2, a1, (aw3, ab3), (aw2, ab2), (aw1, ab1), s.da2[:k], s.da1[:k]),
-                (dv, c2, c1, (cw3, cb3), (cw2, cb2), (cw1, cb1), s.dc2[:k], s.dc1[:k])):
-            torch.mm(dout.t(), h2, out=w3.grad)
-            torch.sum(dout, 0, out=b3.grad)
+        for dout, h2, h1, w3, g3, gb3, w2, g2, gb2, g1, gb1, d2, d1 in (
+                (dz, a2, a1, w3a, g3a, gb3a, aw2, aw2.grad, ab2.grad, g1a, ab1.grad,
+                 s.da2[:k], s.da1[:k]),
+                (dv, c2, c1, cw3, cw3.grad, cb3.grad, cw2, cw2.grad, cb2.grad, g1c, cb1.grad,
+                 s.dc2[:k], s.dc1[:k])):
+            torch.mm(dout.t(), h2, out=g3)
+            torch.sum(dout, 0, out=gb3)
             torch.mm(dout, w3, out=d2)
             torch.ops.aten.tanh_backward.grad_input(d2, h2, grad_input=d2)
-            torch.mm(d2.t(), h1, out=w2.grad)
-            torch.sum(d2, 0, out=b2.grad)
+            torch.mm(d2.t(), h1, out=g2)
+            torch.sum(d2, 0, out=gb2)
             torch.mm(d2, w2, out=d1)
             torch.ops.aten.tanh_backward.grad_input(d1, h1, grad_input=d1)
-            torch.mm(d1.t(), x, out=w1.grad)
-            torch.sum(d1, 0, out=b1.grad)
+            torch.mm(d1.t(), x, out=g1)
+            torch.sum(d1, 0, out=gb1)
+        if plan is not None:   # into the used columns and rows of the full gradients
+            aw1.grad.index_copy_(1, plan.cols, g1a)
+            cw1.grad.index_copy_(1, plan.cols, g1c)
+            aw3.grad.index_copy_(0, plan.acts, g3a)
+            ab3.grad.index_copy_(0, plan.acts, gb3a)
         for group in groups:
             torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm, foreach=True)
         self._adam_step()

@@ -118,7 +118,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     - collect: the collector alone, `batches` batches of episodes_per_update episodes with fixed
       weights (episodes/s);
     - update: building the batch and the PPO update alone, on recorded batches, for the default
-      path (the hand-written backward), the autograd path it replaced, and the original one
+      path (the hand-written backward over the columns and actions in use), the same over every
+      column and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
       Adam), alternated batch by batch (episodes/s of each, and the ratios);
     - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on
@@ -169,6 +170,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
 
         # update only: batch building + PPO update, default vs original path, alternated
         paths = {"default": (PPOLearner(ppo, seed=seed), False),
+                 "full_width": (PPOLearner(ppo, seed=seed, compact=False), False),
                  "autograd": (PPOLearner(ppo, seed=seed, manual=False), False),
                  "original": (PPOLearner(ppo, seed=seed, reference=True), True)}
         times = {name: [] for name in paths}
@@ -189,10 +191,14 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         out["update_original_episodes_per_s"]
     out["update_speedup_over_autograd"] = out["update_default_episodes_per_s"] / \
         out["update_autograd_episodes_per_s"]
+    out["update_speedup_over_full_width"] = out["update_default_episodes_per_s"] / \
+        out["update_full_width_episodes_per_s"]
     say(f"update only: {out['update_default_episodes_per_s']:.0f} episodes/s (original path "
         f"{out['update_original_episodes_per_s']:.0f}: {out['update_speedup']:.2f}x; autograd "
         f"path {out['update_autograd_episodes_per_s']:.0f}: "
-        f"{out['update_speedup_over_autograd']:.2f}x)")
+        f"{out['update_speedup_over_autograd']:.2f}x; full width "
+        f"{out['update_full_width_episodes_per_s']:.0f}: "
+        f"{out['update_speedup_over_full_width']:.2f}x)")
 
     # end to end, with and without overlap, alternated
     walls = {True: [], False: []}

@@ -7,8 +7,10 @@ Three implementations of the same update, all held equal by tests/test_learner.p
   matrix products of the forward pass and the ten of the backward go into buffers kept between
   steps (torch.addmm/mm with out=), tanh' = 1 − h² is applied in place, and each gradient lands
   directly in its parameter's .grad, where the gradient clip and fused Adam read it as usual:
-  no autograd graph is built, recorded or walked. It gives the autograd path's numbers bit for
-  bit (the same products in the same order) at ~1.2× its speed (`wfrl bench train`);
+  no autograd graph is built, recorded or walked. By default the products cover only the input
+  columns and actions the batch uses (_Compact: the others contribute exact zeros), equal to
+  the full-width products up to float rounding; with compact=False it gives the autograd path's
+  numbers bit for bit (the same products in the same order);
 - `manual=False`: the autograd path it replaced — the model's forward, the compiled policy head
   (wfrl.ppo.head, C in csrc/wfrl_head.h) as an autograd Function, `loss.backward()`;
 - `reference=True` (`update_reference`): the original code path, kept for comparison: masked_fill

@@ -189,3 +189,42 @@ def test_settle_waits_for_the_batch_and_keeps_it():
         assert [e.weights_version for e in eps] == [0] * N
     finally:
         col.close()
+
+
+@pytest.mark.parametrize("threads,overlap", [(1, True), (1, False), (2, True), (2, False)])
+def test_the_update_runs_on_the_learner_threads_and_gives_them_back(threads, overlap):
+    # --learner-threads: the update's torch thread count (one by default), set for each update
+    # and restored after it; with more than one and a batch collected meanwhile, the first third
+    # of the minibatch steps leave a core to the collection (a fixed share, docs/training.md).
+    import torch
+    cond = np.tile(WF.onehot(), (N, 1))
+    col = _collector()
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        learner = PPOLearner(PPO, seed=1)
+        seen = []
+        update = learner.update
+
+        def spy(batch, between=None, stale=False):
+            def step():    # (runs before each minibatch step)
+                if between is not None:
+                    between()
+                seen.append(torch.get_num_threads())
+            return update(batch, between=step, stale=stale)
+        learner.update = spy
+        steps = LearnerSteps(col, PPO, overlap=overlap, threads=threads)
+        for k in range(2):
+            steps.step(learner, WF, cond, 10 + N * k, N, then=lambda e: (WF, 10 + N * (k + 1), N))
+            assert torch.get_num_threads() == 3          # given back after each update
+        steps.cancel()
+        per_update = PPO.epochs * PPO.minibatches
+        assert len(seen) == 2 * per_update
+        if threads == 1 or not overlap:
+            assert seen == [threads] * (2 * per_update)
+        else:   # the second update ran while the third batch was collected
+            shared = per_update // 3
+            assert seen[per_update:] == [1] * shared + [2] * (per_update - shared)
+    finally:
+        torch.set_num_threads(before)
+        col.close()

@@ -345,6 +345,9 @@ class _RunSettings(Settings):
     overlap: bool = True
     """Collect the next batch while the learner updates on this one (with the weights from
     before the update: one version stale); deterministic either way."""
+    learner_threads: int = setting(1, check=positive)
+    """torch threads of the PPO update (results depend on it, as torch's sums do; more than one
+    pays only for larger networks, and spins idle threads when other processes hold the cores)."""
     ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 

@@ -103,15 +103,19 @@ class LearnerSteps:
     the episode statistics, so an overlapped run is as deterministic as one without overlap, and a run with
     overlap=False is exactly ppo_step, update after update."""
 
-    def __init__(self, collector, ppo_cfg, overlap: bool = False):
+    def __init__(self, collector, ppo_cfg, overlap: bool = False, threads: int = 1):
+        """threads: torch threads of the learner's update (set for each update and restored
+        after; --learner-threads). One by default: the compact update's products are too small
+        for a second thread to pay (docs/benchmarks.md), and a learner that spins two OpenMP
+        threads on a machine where another process holds a core waits on its own threads — 76×
+        slower per update measured on 2 cores beside one busy process."""
         self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
         self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
         self._ahead = None      # (key, _Background, weights, version)
-        self._threads = None    # torch threads while a batch is collected ahead
-        if overlap:
-            import torch
-            self._torch = torch
-            self._all_threads = torch.get_num_threads()   # torch's own default: every core
+        import torch
+        self._torch = torch
+        self._all_threads = max(1, int(threads))
+        self._threads = None    # the torch threads set last
 
     @property
     def behaviour(self) -> tuple[np.ndarray, int] | None:
@@ -149,30 +153,36 @@ class LearnerSteps:
                            _Background(self.collector.collect, weights, version, nwf, nfirst, nn),
                            weights, version)
         stale = behaviour_version(eps) < learner.version if eps else False
-        if self._ahead is None:
-            ustats = learner.update(batch, stale=stale)
-        else:
-            # While the next batch is collected the learner leaves a core to it, for the first
-            # third of the update's minibatch steps, then takes every core again. A fixed share,
-            # not "until the batch is in": torch's sums depend on the thread count, so a
-            # timing-dependent switch would make runs irreproducible. On 2 cores, two OpenMP
-            # threads oversubscribed by a collector made the update twice as slow as one
-            # thread; a third was the fastest share measured (docs/training.md, Overlap).
-            cores = self._all_threads
-            shared = cfg.epochs * cfg.minibatches // 3
-            self._set_threads(max(1, cores - 1))
-            done = [0]
-
-            def between():
-                done[0] += 1
-                if done[0] > shared:
-                    self._set_threads(cores)
-
-            try:
-                ustats = learner.update(batch, between=between, stale=stale)
-            finally:
-                self._set_threads(cores)
+        outside = self._torch.get_num_threads()
+        self._threads = outside
+        try:
+            ustats = self._update(learner, batch, stale)
+        finally:
+            self._set_threads(outside)
         return eps, ustats, t_collect, time.perf_counter() - t1
+
+    def _update(self, learner, batch, stale: bool) -> dict:
+        cfg = self.ppo_cfg
+        if self._ahead is None or self._all_threads == 1:
+            self._set_threads(self._all_threads)
+            return learner.update(batch, stale=stale)
+        # More than one learner thread (--learner-threads N): while the next batch is collected
+        # the learner leaves a core to it for the first third of the update's minibatch steps,
+        # then takes all N. A fixed share, not "until the batch is in": torch's sums depend on
+        # the thread count, so a timing-dependent switch would make runs irreproducible. On 2
+        # cores, two OpenMP threads oversubscribed by a collector made the update twice as slow
+        # as one thread; a third was the fastest share measured (docs/training.md, Overlap).
+        cores = self._all_threads
+        shared = cfg.epochs * cfg.minibatches // 3
+        self._set_threads(max(1, cores - 1))
+        done = [0]
+
+        def between():
+            done[0] += 1
+            if done[0] > shared:
+                self._set_threads(cores)
+
+        return learner.update(batch, between=between, stale=stale)
 
     def _set_threads(self, n: int) -> None:
         if n != self._threads:

@@ -95,7 +95,7 @@ def _train(cfg: TrainConfig, progress) -> dict:
                                cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, per_update,
                                ray_address=cfg.ray_address)
     row_cond = np.tile(wf.onehot(), (per_update, 1))
-    steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap)
+    steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
     keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 

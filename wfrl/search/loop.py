@@ -168,7 +168,8 @@ class WorkflowSearch:
                                    cfg.ppo.net(), cfg.seed, cfg.alignment_lambda,
                                    cfg.count_foothold, cfg.n_workers, cfg.episodes_per_update,
                                    ray_address=cfg.ray_address)
-        self.steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap)
+        self.steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap,
+                                  threads=cfg.learner_threads)
         try:
             learner = self._restore_learner()
             learner = self._pretrain(collector, learner)
@@ -595,6 +596,8 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
         raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
     d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
     d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
+    # one started before --learner-threads existed updated with torch's default: every core
+    d.setdefault("learner_threads", os.cpu_count() or 1)
     # one started before --compliance-eval-episodes existed judged its visits by their window
     d.setdefault("compliance_eval_episodes", 0)
     if isinstance(d.get("ppo"), dict):

@@ -111,7 +111,8 @@ def _median(xs):
 
 def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: int = 2000,
                 repeats: int = 3, collector: str = "auto", n_workers: int = 2,
-                red_agent: str = "B_lineAgent", seed: int = 0, progress=None) -> dict:
+                red_agent: str = "B_lineAgent", seed: int = 0, progress=None,
+                learner_threads: int = 1) -> dict:
     """In one run, on the simulator with the recipe's learner settings (memory block, mask, 6
     epochs of 4 minibatches):
 
@@ -121,7 +122,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
       path (the hand-written backward over the columns and actions in use), the same over every
       column and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
-      Adam), alternated batch by batch (episodes/s of each, and the ratios);
+      Adam), alternated batch by batch (episodes/s of each, and the ratios); the first two on
+      learner_threads torch threads (a run's --learner-threads), the others on torch's default,
+      as they ran before that setting existed;
     - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on
       e2e_episodes episodes, alternated run by run, `repeats` times (median episodes/s, the
       wall time including start-up).
@@ -168,14 +171,19 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         say(f"collect only ({collector} x{n_workers}): "
             f"{out['collect_episodes_per_s']:.0f} episodes/s")
 
-        # update only: batch building + PPO update, default vs original path, alternated
-        paths = {"default": (PPOLearner(ppo, seed=seed), False),
-                 "full_width": (PPOLearner(ppo, seed=seed, compact=False), False),
-                 "autograd": (PPOLearner(ppo, seed=seed, manual=False), False),
-                 "original": (PPOLearner(ppo, seed=seed, reference=True), True)}
+        # update only: batch building + PPO update, default vs original path, alternated; the
+        # default and full-width paths on the learner's threads (--learner-threads, 1), the
+        # autograd and original ones on torch's default (every core), as they used to run
+        mine, theirs = learner_threads, out["torch_threads"]
+        out["learner_threads"] = mine
+        paths = {"default": (PPOLearner(ppo, seed=seed), False, mine),
+                 "full_width": (PPOLearner(ppo, seed=seed, compact=False), False, mine),
+                 "autograd": (PPOLearner(ppo, seed=seed, manual=False), False, theirs),
+                 "original": (PPOLearner(ppo, seed=seed, reference=True), True, theirs)}
         times = {name: [] for name in paths}
         for b in range(batches):
-            for name, (lrn, reference) in paths.items():
+            for name, (lrn, reference, threads) in paths.items():
+                torch.set_num_threads(threads)
                 for k, v in recorded[b % len(recorded)].items():
                     buffer.arrays[k][...] = v
                 t = time.perf_counter()
@@ -184,6 +192,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
                 lrn.update(batch)
                 times[name].append(time.perf_counter() - t)
     finally:
+        torch.set_num_threads(out["torch_threads"])
         c.close()
     for name in paths:
         out[f"update_{name}_episodes_per_s"] = episodes_per_update / _median(times[name])

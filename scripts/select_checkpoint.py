@@ -4,15 +4,25 @@ mixed reward) is played on the simulator in the six B_line/Meander settings of t
 (30/50/100 steps, greedy), on episodes of a seed other than the protocol's default, and ranked by the
 sum of the six means. The margins against the CAGE2 winner's figures are printed beside.
 
+--screen N (default 200,000; 0: off) also plays N simulator episodes of B_line and of Meander at 50
+steps (same seed) and counts the catastrophic ones (return below -100): a policy with any is ranked
+after every policy without. Such a failure can be rare enough (0.01-0.02 % of simulator episodes)
+that the 1,000-episode means do not show it, and ten times as frequent on CybORG
+(docs/learner.md, the per-network gradient clip); N = 200,000 costs seconds per candidate.
+
     .venv/bin/python scripts/select_checkpoint.py RUN_DIR [RUN_DIR ...] [--top 6] [--episodes 1000]
-        [--seed 4242] [--json OUT]
+        [--seed 4242] [--screen 200000] [--json OUT]
 """
 import argparse
 import csv
 import json
 import os
 
+from sim_outliers import returns   # scripts/ is on sys.path when a script in it runs
 from wfrl.cage2_eval import LEADERBOARD, cage2_evaluate
+
+CATASTROPHE = -100.0
+SCREEN_STEPS = 50
 
 REDS = ("B_lineAgent", "RedMeanderAgent")
 LENGTHS = (30, 50, 100)
@@ -35,6 +45,7 @@ def main(argv=None):
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--theta", type=float, default=0.95)
+    ap.add_argument("--screen", type=int, default=200_000)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = []
@@ -49,17 +60,26 @@ def main(argv=None):
                    "means": {f"{r}-{n}": round(m, 3) for (r, n), m in means.items()},
                    "margin_vs_winner": {f"{r}-{n}": round(m - LEADERBOARD["winner"][(r, n)], 3)
                                         for (r, n), m in means.items()}}
+            if a.screen:
+                row["catastrophes"] = {
+                    f"{red}-{SCREEN_STEPS}": int((returns(path, red, SCREEN_STEPS, a.screen, a.seed)
+                                                  < CATASTROPHE).sum()) for red in REDS}
+                row["screen_episodes"] = a.screen
             rows.append(row)
             print(f"{path}: total {row['total']:.2f}  "
                   + " ".join(f"{k} {v:+.2f}" for k, v in row["margin_vs_winner"].items())
-                  + f"  compliance ≥ {comp:.3f}", flush=True)
-    rows.sort(key=lambda r: -r["total"])
-    print("\nbest by total of the six settings:")
+                  + f"  compliance ≥ {comp:.3f}"
+                  + (f"  catastrophes {row['catastrophes']}" if a.screen else ""), flush=True)
+    rows.sort(key=lambda r: (sum(r.get("catastrophes", {}).values()) > 0, -r["total"]))
+    print("\nbest by total of the six settings" + (", policies without a catastrophe first:"
+                                                     if a.screen else ":"))
     for r in rows[:5]:
-        print(f"  {r['total']:8.2f}  {r['checkpoint']}  " + json.dumps(r["means"]))
+        print(f"  {r['total']:8.2f}  {r['checkpoint']}  " + json.dumps(r["means"])
+              + (f"  catastrophes {r['catastrophes']}" if a.screen else ""))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"episodes": a.episodes, "seed": a.seed, "rows": rows}, f, indent=1)
+            json.dump({"episodes": a.episodes, "seed": a.seed, "screen": a.screen, "rows": rows},
+                      f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ import sys
 import numpy as np
 
 import wfrl.cage2_eval as ce
+from sim_outliers import first_episode   # scripts/ is on sys.path when a script in it runs
 
 
 def main():
     ckpt, red, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     policy = ce.policy_of_checkpoint(ckpt)
-    settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
-    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
+    base = first_episode(red, steps)
 
     def tasks(backend, chunk):
         return [ce._Task(backend, red, steps, *policy, 153, base + f, min(chunk, 1000 - f), True)

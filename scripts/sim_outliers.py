@@ -11,12 +11,18 @@ import numpy as np
 import wfrl.cage2_eval as ce
 
 
+def first_episode(red: str, steps: int) -> int:
+    """The first episode number of a protocol setting, as `wfrl eval --cage2` (every red and
+    length) numbers them."""
+    settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
+    return ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
+
+
 def returns(ckpt, red: str, steps: int, n: int, seed: int = 153) -> np.ndarray:
     """n greedy simulator returns of a checkpoint in one protocol setting (the setting's episode
     numbers under `seed`, as `wfrl eval --cage2 --seed` numbers them)."""
     policy = ce.policy_of_checkpoint(ckpt)
-    settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
-    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
+    base = first_episode(red, steps)
     out = [ce._run_task(ce._Task("sim", red, steps, *policy, seed, base + f, min(1000, n - f),
                                  True))[0] for f in range(0, n, 1000)]
     return np.concatenate(out)
@@ -25,8 +31,7 @@ def returns(ckpt, red: str, steps: int, n: int, seed: int = 153) -> np.ndarray:
 def main():
     ckpt, red, steps, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     below = float(sys.argv[5]) if len(sys.argv) > 5 else -100.0
-    settings = [(r, s) for r in ce.CAGE2_REDS for s in ce.CAGE2_LENGTHS]
-    base = ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
+    base = first_episode(red, steps)
     ret = returns(ckpt, red, steps, n)
     bad = np.flatnonzero(ret < below)
     print(f"{ckpt} sim {red} {steps} steps, {n} episodes from {base}: mean {ret.mean():.3f} "

@@ -114,7 +114,7 @@ class LearnerSteps:
         self._ahead = None      # (key, _Background, weights, version)
         import torch
         self._torch = torch
-        self._all_threads = max(1, int(threads))
+        self._learner_threads = max(1, int(threads))
         self._threads = None    # the torch threads set last
 
     @property
@@ -163,8 +163,8 @@ class LearnerSteps:
 
     def _update(self, learner, batch, stale: bool) -> dict:
         cfg = self.ppo_cfg
-        if self._ahead is None or self._all_threads == 1:
-            self._set_threads(self._all_threads)
+        if self._ahead is None or self._learner_threads == 1:
+            self._set_threads(self._learner_threads)
             return learner.update(batch, stale=stale)
         # More than one learner thread (--learner-threads N): while the next batch is collected
         # the learner leaves a core to it for the first third of the update's minibatch steps,
@@ -172,7 +172,7 @@ class LearnerSteps:
         # the thread count, so a timing-dependent switch would make runs irreproducible. On 2
         # cores, two OpenMP threads oversubscribed by a collector made the update twice as slow
         # as one thread; a third was the fastest share measured (docs/training.md, Overlap).
-        cores = self._all_threads
+        cores = self._learner_threads
         shared = cfg.epochs * cfg.minibatches // 3
         self._set_threads(max(1, cores - 1))
         done = [0]

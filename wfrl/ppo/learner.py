@@ -204,11 +204,8 @@ class PPOLearner:
                                             actions.numpy(), cfg.hidden)
             if plan is not None:
                 obs, masks, actions = plan.obs, plan.masks, plan.actions
-                for p in self.model.parameters():   # what the plan leaves out stays 0
-                    if p.grad is None:
-                        p.grad = torch.zeros_like(p)
-                    else:
-                        p.grad.zero_()
+                # what the plan leaves out stays 0 (a missing .grad: _Scratch.attach_grads)
+                self.model.zero_grad(set_to_none=False)
         weight_all = None
         if stale and cfg.decoupled and n:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks, plan)

@@ -359,3 +359,78 @@ def test_direct_fused_adam_step_equals_torch_adam_step():
         for key in ("exp_avg", "exp_avg_sq", "step"):
             np.testing.assert_array_equal(a.opt.state[p][key].numpy(), b.opt.state[q][key].numpy())
     assert float(b.opt.state[next(b.model.parameters())]["step"]) == 5
+
+
+@pytest.mark.parametrize("kw,stale", [({}, False), ({}, True), ({"minibatches": 7}, False),
+                                      ({"mask": False, "memory": False}, False)])
+def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale):
+    # With the per-network clip the actor's steps run on this thread and the critic's on a second
+    # one (_split_epochs); four updates in a row (the first, before Adam has state, on one thread)
+    # give the one-thread path's weights, Adam state, statistics and shuffles to the last bit.
+    import dataclasses
+    cfg, batch = _recorded_batch(kw.get("mask", True))
+    cfg = dataclasses.replace(cfg, clip_per_net=True, **kw)
+    if not cfg.memory:
+        batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
+        batch.masks = None
+    split, one = PPOLearner(cfg, seed=9), PPOLearner(cfg, seed=9, split=False)
+    calls, orig = [0], split._split_epochs
+
+    def spy(*args):
+        calls[0] += 1
+        return orig(*args)
+    split._split_epochs = spy
+    for _ in range(4):
+        assert split.update(batch, stale=stale) == one.update(batch, stale=stale)
+    assert calls[0] == 3
+    np.testing.assert_array_equal(split.flat_weights(), one.flat_weights())
+    assert not np.array_equal(split.flat_weights(), PPOLearner(cfg, seed=9).flat_weights())
+    for p, q in zip(split.model.parameters(), one.model.parameters()):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            np.testing.assert_array_equal(split.opt.state[p][key].numpy(),
+                                          one.opt.state[q][key].numpy())
+    assert split._gen.get_state().equal(one._gen.get_state())
+
+
+def test_split_update_only_where_the_networks_are_independent():
+    # The joint clip couples the two networks' steps, the KL stop ends both at the actor's word,
+    # a per-step callback (--learner-threads > 1) needs one sequence of steps: one thread then.
+    import dataclasses
+    cfg, batch = _recorded_batch(True)
+    for kw, between in (({"clip_per_net": False}, None),
+                        ({"clip_per_net": True, "target_kl": 1.0}, None),
+                        ({"clip_per_net": True}, lambda: None)):
+        lrn = PPOLearner(dataclasses.replace(cfg, **kw), seed=9)
+        lrn.update(batch)
+        assert not lrn._split_ok(between)
+    lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9)
+    assert not lrn._split_ok(None)     # no Adam state before the first step
+    lrn.update(batch)
+    assert lrn._split_ok(None)
+    assert not PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9, split=False).split
+
+
+def test_split_update_error_waits_for_the_critic_thread():
+    # An error in the actor's steps leaves the update only after the critic's thread is done with
+    # the shared buffers.
+    import dataclasses
+    import threading
+    cfg, batch = _recorded_batch(True)
+    lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9)
+    lrn.update(batch)
+    critic_done, orig = threading.Event(), lrn._critic_grads
+    calls = [0]
+
+    def slow_critic(*args):
+        calls[0] += 1
+        got = orig(*args)
+        if calls[0] == cfg.epochs * cfg.minibatches:     # the critic's last step
+            critic_done.set()
+        return got
+
+    def broken_actor(*args):
+        raise RuntimeError("actor failed")
+    lrn._critic_grads, lrn._actor_grads = slow_critic, broken_actor
+    with pytest.raises(RuntimeError, match="actor failed"):
+        lrn.update(batch)
+    assert critic_done.is_set() and calls[0] == cfg.epochs * cfg.minibatches

@@ -129,17 +129,46 @@ class _Compact:
                    index[actions], hidden)
 
 
+def _backward(dout, h2, h1, x, w3, g3, gb3, w2, g2, gb2, g1, gb1, d2, d1) -> None:
+    """Backward through one network (two tanh layers and a linear output), from d loss / d out:
+    the gradients of the last layer, then tanh' = 1 - h² and the hidden layers, each product
+    into its buffer."""
+    torch.mm(dout.t(), h2, out=g3)
+    torch.sum(dout, 0, out=gb3)
+    torch.mm(dout, w3, out=d2)
+    torch.ops.aten.tanh_backward.grad_input(d2, h2, grad_input=d2)
+    torch.mm(d2.t(), h1, out=g2)
+    torch.sum(d2, 0, out=gb2)
+    torch.mm(d2, w2, out=d1)
+    torch.ops.aten.tanh_backward.grad_input(d1, h1, grad_input=d1)
+    torch.mm(d1.t(), x, out=g1)
+    torch.sum(d1, 0, out=gb1)
+
+
+_CRITIC_THREAD = None
+
+
+def _critic_thread():
+    """The one thread the critic's steps of a split update run on (started on first use)."""
+    global _CRITIC_THREAD
+    if _CRITIC_THREAD is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _CRITIC_THREAD = ThreadPoolExecutor(1, thread_name_prefix="wfrl-critic")
+    return _CRITIC_THREAD
+
+
 class PPOLearner:
     """reference=True: the original update path (update_reference, unfused Adam) for `update`.
     manual=False: the autograd path the hand-written backward replaced (kept for comparison and
     held equal to it by tests/test_learner.py)."""
 
     def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False,
-                 manual: bool = True, compact: bool = True):
+                 manual: bool = True, compact: bool = True, split: bool = True):
         self.cfg = cfg
         self.reference = reference
         self.manual = manual and not reference
         self.compact = compact and self.manual
+        self.split = split and self.manual   # _split_ok
         self._plan: _Compact | None = None    # this update's (_update)
         self._scratch: _Scratch | None = None
         torch.manual_seed(seed)
@@ -210,6 +239,8 @@ class PPOLearner:
         if stale and cfg.decoupled and n:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks, plan)
         sources = (obs, actions, old_logp, adv_all, ret_all, masks, weight_all)
+        if n and self._split_ok(between):
+            return self._finish(self._split_epochs(sources, n, mb))
         gathered = [None if t is None else np.empty(t.shape, t.numpy().dtype) for t in sources]
         stats = []
         for _ in range(cfg.epochs):
@@ -236,6 +267,11 @@ class PPOLearner:
             else:
                 continue
             break   # the KL stop ends the whole update, not only this epoch
+        return self._finish(stats)
+
+    def _finish(self, stats: list) -> dict:
+        """The end of an update: the version moves on; the mean of each statistic over its
+        minibatch steps."""
         self.version += 1
         if not stats:
             return dict.fromkeys(STAT_NAMES, 0.0)
@@ -265,33 +301,48 @@ class PPOLearner:
         """The same minibatch step with the backward pass written out: every matrix product
         into a buffer kept between steps, the gradients straight into each parameter's .grad,
         no autograd graph (see _Scratch). Returns the statistics, or None on the KL stop."""
+        self._ensure_scratch(x.shape[0])
+        got = self._actor_grads(x, mk, a, lp0, adv)
+        if got is None:
+            return None
+        v_loss = self._critic_grads(x, ret)
+        for group in groups:
+            _clip_grad_norm([p.grad for p in group], self.cfg.max_grad_norm)
+        self._adam_step()
+        pg, ent, kl, clipped = got
+        return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
+
+    def _ensure_scratch(self, rows: int) -> "_Scratch":
+        s = self._scratch
+        if s is None or s.rows < rows:
+            s = self._scratch = _Scratch(self.model, rows)
+        s.attach_grads()      # after a zero_grad(set_to_none=True) elsewhere
+        return s
+
+    def _actor_grads(self, x, mk, a, lp0, adv):
+        """The actor's part of a minibatch step (under no_grad): forward, the compiled policy head,
+        the backward, its gradients written into the actor's .grad. Returns (surrogate, entropy,
+        approximate KL, clipped share), or None on the KL stop (before any backward)."""
         cfg = self.cfg
         k = x.shape[0]
         s = self._scratch
-        if s is None or s.rows < k:
-            s = self._scratch = _Scratch(self.model, k)
-        s.attach_grads()      # after a zero_grad(set_to_none=True) elsewhere
-        (aw1, ab1), (aw2, ab2), (aw3, ab3), (cw1, cb1), (cw2, cb2), (cw3, cb3) = s.layers
+        (aw1, ab1), (aw2, ab2), (aw3, ab3) = s.layers[:3]
         plan = self._plan
         if plan is None:
             na = N_ACTIONS
-            w1a, w1c, w3a, b3a = aw1, cw1, aw3, ab3
-            g1a, g1c, g3a, gb3a = aw1.grad, cw1.grad, aw3.grad, ab3.grad
+            w1a, w3a, b3a = aw1, aw3, ab3
+            g1a, g3a, gb3a = aw1.grad, aw3.grad, ab3.grad
         else:   # the used columns and actions only (_Compact)
             na = plan.n_actions
             w1a = torch.index_select(aw1, 1, plan.cols, out=plan.aw1)
-            w1c = torch.index_select(cw1, 1, plan.cols, out=plan.cw1)
             w3a = torch.index_select(aw3, 0, plan.acts, out=plan.aw3)
             b3a = torch.index_select(ab3, 0, plan.acts, out=plan.ab3)
-            g1a, g1c, g3a, gb3a = plan.g_aw1, plan.g_cw1, plan.g_aw3, plan.g_ab3
-        a1, a2, c1, c2, v = (t[:k] for t in (s.a1, s.a2, s.c1, s.c2, s.v))
+            g1a, g3a, gb3a = plan.g_aw1, plan.g_aw3, plan.g_ab3
+        a1, a2 = s.a1[:k], s.a2[:k]
         z = s.z.view(-1)[:k * na].view(k, na)
         torch.addmm(ab1, x, w1a.t(), out=a1).tanh_()
         torch.addmm(ab2, a1, aw2.t(), out=a2).tanh_()
         torch.addmm(b3a, a2, w3a.t(), out=z)
-        torch.addmm(cb1, x, w1c.t(), out=c1).tanh_()
-        torch.addmm(cb2, c1, cw2.t(), out=c2).tanh_()
-        torch.addmm(cb3, c2, cw3.t(), out=v)
         # the head: loss statistics and d loss / d logits (the ent/pg part) in one compiled pass
         dz = s.dz.view(-1)[:k * na].view(k, na)
         pg, ent, kl, clipped = head_pass(
@@ -300,36 +351,109 @@ class PPOLearner:
             dz.numpy())
         if self.kl_exceeded(kl):
             return None
-        # value loss 0.5·mean((v - R)²); its gradient times value_coef
+        _backward(dz, a2, a1, x, w3a, g3a, gb3a, aw2, aw2.grad, ab2.grad, g1a, ab1.grad,
+                  s.da2[:k], s.da1[:k])
+        if plan is not None:   # into the used columns and rows of the full gradients
+            aw1.grad.index_copy_(1, plan.cols, g1a)
+            aw3.grad.index_copy_(0, plan.acts, g3a)
+            ab3.grad.index_copy_(0, plan.acts, gb3a)
+        return pg, ent, kl, clipped
+
+    def _critic_grads(self, x, ret) -> float:
+        """The critic's part of a minibatch step (under no_grad): forward, the value loss
+        0.5·mean((v - R)²) (returned) and its backward times value_coef into the critic's .grad."""
+        cfg = self.cfg
+        k = x.shape[0]
+        s = self._scratch
+        (cw1, cb1), (cw2, cb2), (cw3, cb3) = s.layers[3:]
+        plan = self._plan
+        if plan is None:
+            w1c, g1c = cw1, cw1.grad
+        else:
+            w1c = torch.index_select(cw1, 1, plan.cols, out=plan.cw1)
+            g1c = plan.g_cw1
+        c1, c2, v = s.c1[:k], s.c2[:k], s.v[:k]
+        torch.addmm(cb1, x, w1c.t(), out=c1).tanh_()
+        torch.addmm(cb2, c1, cw2.t(), out=c2).tanh_()
+        torch.addmm(cb3, c2, cw3.t(), out=v)
         dv = s.dv[:k]
         torch.sub(v, ret.unsqueeze(1), out=dv)
         v_loss = float(0.5 * dv.pow(2).mean())     # as the autograd path computes it
         dv.mul_(cfg.value_coef / k)
-        # backward through each network: last layer, then tanh' = 1 - h² and the hidden layers
-        for dout, h2, h1, w3, g3, gb3, w2, g2, gb2, g1, gb1, d2, d1 in (
-                (dz, a2, a1, w3a, g3a, gb3a, aw2, aw2.grad, ab2.grad, g1a, ab1.grad,
-                 s.da2[:k], s.da1[:k]),
-                (dv, c2, c1, cw3, cw3.grad, cb3.grad, cw2, cw2.grad, cb2.grad, g1c, cb1.grad,
-                 s.dc2[:k], s.dc1[:k])):
-            torch.mm(dout.t(), h2, out=g3)
-            torch.sum(dout, 0, out=gb3)
-            torch.mm(dout, w3, out=d2)
-            torch.ops.aten.tanh_backward.grad_input(d2, h2, grad_input=d2)
-            torch.mm(d2.t(), h1, out=g2)
-            torch.sum(d2, 0, out=gb2)
-            torch.mm(d2, w2, out=d1)
-            torch.ops.aten.tanh_backward.grad_input(d1, h1, grad_input=d1)
-            torch.mm(d1.t(), x, out=g1)
-            torch.sum(d1, 0, out=gb1)
-        if plan is not None:   # into the used columns and rows of the full gradients
-            aw1.grad.index_copy_(1, plan.cols, g1a)
+        _backward(dv, c2, c1, x, cw3, cw3.grad, cb3.grad, cw2, cw2.grad, cb2.grad, g1c,
+                  cb1.grad, s.dc2[:k], s.dc1[:k])
+        if plan is not None:
             cw1.grad.index_copy_(1, plan.cols, g1c)
-            aw3.grad.index_copy_(0, plan.acts, g3a)
-            ab3.grad.index_copy_(0, plan.acts, gb3a)
-        for group in groups:
-            _clip_grad_norm([p.grad for p in group], cfg.max_grad_norm)
-        self._adam_step()
-        return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
+        return v_loss
+
+    def _split_ok(self, between) -> bool:
+        """Whether this update may run the actor's and the critic's steps on two threads
+        (_split_epochs): they are independent exactly when each network's gradient norm is
+        clipped alone and nothing couples their steps — no KL stop (decided by the actor, it
+        would stop the critic's step too), no per-step callback, and Adam's state exists (its
+        first step goes through torch's opt.step)."""
+        cfg = self.cfg
+        return (self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
+                and between is None and self._adam_direct())
+
+    def _split_epochs(self, sources, n: int, mb: int) -> list:
+        """Every epoch of the update with the actor's steps on this thread and the critic's on a
+        second one. Under clip_per_net the two networks share nothing within an update but the
+        minibatches: the actor's loss (surrogate and entropy) does not involve the critic's
+        weights, the value loss not the actor's, each gradient is clipped by its own norm and
+        Adam is elementwise. So each thread makes exactly the operations the one-thread path
+        makes for its network, in the same order: the same bits (tests/test_learner.py). torch's
+        operations release the GIL, so the two chains of matrix products run at once when a
+        second core is free, and interleave on one core when not (no spinning threads: each
+        operation runs single-threaded in the thread that issues it)."""
+        cfg = self.cfg
+        obs, actions, old_logp, adv_all, ret_all, masks, weight_all = sources
+        # the permutations the one-thread path draws epoch by epoch (without the KL stop it
+        # always draws all of them, so the generator ends where it would)
+        perms = [torch.randperm(n, generator=self._gen).numpy() for _ in range(cfg.epochs)]
+        self._ensure_scratch(min(mb, n))
+        actor_params, critic_params = self.clip_groups()
+
+        def gather(tensors):
+            bufs = [None if t is None else np.empty(t.shape, t.numpy().dtype) for t in tensors]
+            for perm in perms:
+                yield [None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0, out=b))
+                       for t, b in zip(tensors, bufs)]
+
+        def critic() -> list:
+            out = []
+            with torch.no_grad():
+                for o, rt in gather((obs, ret_all)):
+                    for start in range(0, n, mb):
+                        sl = slice(start, start + mb)
+                        out.append(self._critic_grads(o[sl], rt[sl]))
+                        _clip_grad_norm([p.grad for p in critic_params], cfg.max_grad_norm)
+                        self._adam_params(critic_params)
+            return out
+
+        job = _critic_thread().submit(critic)
+        actor_stats = []
+        try:
+            with torch.no_grad():
+                for o, a, lp0, ad, mk, wt in gather((obs, actions, old_logp, adv_all, masks,
+                                                     weight_all)):
+                    for start in range(0, n, mb):
+                        sl = slice(start, start + mb)
+                        adv = ad[sl]
+                        if adv.numel() > 1:
+                            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                        if wt is not None:
+                            adv = adv * wt[sl]
+                        actor_stats.append(self._actor_grads(
+                            o[sl], None if mk is None else mk[sl], a[sl], lp0[sl], adv))
+                        _clip_grad_norm([p.grad for p in actor_params], cfg.max_grad_norm)
+                        self._adam_params(actor_params)
+        except BaseException:
+            job.exception()    # the critic's thread ends before the error leaves the update
+            raise
+        critic_losses = job.result()
+        return [(pg, v, ent, kl, clipped)
+                for (pg, ent, kl, clipped), v in zip(actor_stats, critic_losses)]
 
     def _adam_step(self) -> None:
         """opt.step() for the fused Adam, without the ~0.3 ms of Python around its kernel per call
@@ -337,18 +461,28 @@ class PPOLearner:
         optimiser's own state tensors, as torch.optim.Adam calls them — the same numbers, and
         the state it saves. Falls back to opt.step() for the first step (the state does not
         exist yet) and for anything but a plain fused Adam."""
+        if not self._adam_direct():
+            self.opt.step()
+            return
+        self._adam_params(self.opt.param_groups[0]["params"])
+
+    def _adam_direct(self) -> bool:
+        """Whether _adam_params may step the optimiser (a plain fused Adam whose state exists)."""
         opt = self.opt
         group = opt.param_groups[0]
-        params = group["params"]
-        states = [opt.state.get(p) for p in params]
-        if (len(opt.param_groups) != 1 or not group.get("fused") or group["amsgrad"]
-                or group["weight_decay"] or group.get("decoupled_weight_decay")
-                or group["maximize"] or not all(states)):
-            opt.step()
-            return
+        return not (len(opt.param_groups) != 1 or not group.get("fused") or group["amsgrad"]
+                    or group["weight_decay"] or group.get("decoupled_weight_decay")
+                    or group["maximize"] or not all(opt.state.get(p) for p in group["params"]))
+
+    def _adam_params(self, params) -> None:
+        """torch's fused Adam kernel on `params` (some or all of the optimiser's): elementwise,
+        so stepping the actor's and the critic's parameters apart gives the bits of one step."""
+        group = self.opt.param_groups[0]
+        states = [self.opt.state[p] for p in params]
         steps = [st["step"] for st in states]
         torch._foreach_add_(steps, 1)
-        torch._fused_adam_(params, [p.grad for p in params], [st["exp_avg"] for st in states],
+        torch._fused_adam_(list(params), [p.grad for p in params],
+                           [st["exp_avg"] for st in states],
                            [st["exp_avg_sq"] for st in states], [], steps, amsgrad=False,
                            lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1],
                            weight_decay=0.0, eps=group["eps"], maximize=False, grad_scale=None,

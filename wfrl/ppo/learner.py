@@ -236,11 +236,13 @@ class PPOLearner:
                 # what the plan leaves out stays 0 (a missing .grad: _Scratch.attach_grads)
                 self.model.zero_grad(set_to_none=False)
         weight_all = None
-        if stale and cfg.decoupled and n:
+        decoupled = stale and cfg.decoupled and n
+        if n and self._split_ok(between):
+            sources = (obs, actions, old_logp, adv_all, ret_all, masks, None)
+            return self._finish(self._split_epochs(sources, n, mb, decoupled))
+        if decoupled:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks, plan)
         sources = (obs, actions, old_logp, adv_all, ret_all, masks, weight_all)
-        if n and self._split_ok(between):
-            return self._finish(self._split_epochs(sources, n, mb))
         gathered = [None if t is None else np.empty(t.shape, t.numpy().dtype) for t in sources]
         stats = []
         for _ in range(cfg.epochs):
@@ -396,7 +398,7 @@ class PPOLearner:
         return (self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
                 and between is None and self._adam_direct())
 
-    def _split_epochs(self, sources, n: int, mb: int) -> list:
+    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a
         second one. Under clip_per_net the two networks share nothing within an update but the
         minibatches: the actor's loss (surrogate and entropy) does not involve the critic's
@@ -405,7 +407,8 @@ class PPOLearner:
         makes for its network, in the same order: the same bits (tests/test_learner.py). torch's
         operations release the GIL, so the two chains of matrix products run at once when a
         second core is free, and interleave on one core when not (no spinning threads: each
-        operation runs single-threaded in the thread that issues it)."""
+        operation runs single-threaded in the thread that issues it). decoupled: the actor's
+        thread computes the proximal pass first (proximal_weights; the critic does not need it)."""
         cfg = self.cfg
         obs, actions, old_logp, adv_all, ret_all, masks, weight_all = sources
         # the permutations the one-thread path draws epoch by epoch (without the KL stop it
@@ -435,6 +438,9 @@ class PPOLearner:
         actor_stats = []
         try:
             with torch.no_grad():
+                if decoupled:
+                    old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks,
+                                                                 self._plan)
                 for o, a, lp0, ad, mk, wt in gather((obs, actions, old_logp, adv_all, masks,
                                                      weight_all)):
                     for start in range(0, n, mb):

@@ -152,3 +152,20 @@ def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code,
     assert not leaked_segments(proc.pid)
     assert set(os.listdir("/dev/shm")) - before == set()  # no segment, no semaphore
     assert (tmp_path / "training_log.csv").read_text().count("\n") >= 2
+
+
+@pytest.mark.parametrize("name", ["sync", "async"])
+def test_workers_yield_to_the_learner(name):
+    # The workers of the local parallel collectors run WORKER_NICE below this process's priority
+    # (with overlap they play the next batch while the learner updates on the cores they share).
+    from wfrl.collect.worker import WORKER_NICE
+    c = make_collector(name, "sim", "RedMeanderAgent", 32, 5, 1.5, False, 2, 8)
+    try:
+        c.collect(perturbed_weights(), 3, WF, 0, 8)     # (the async pool starts its workers now)
+        pids = c.worker_pids()
+        assert pids
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [os.getpriority(os.PRIO_PROCESS, p) for p in pids] == \
+            [min(mine + WORKER_NICE, 19)] * len(pids)
+    finally:
+        c.close()

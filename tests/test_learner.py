@@ -2,6 +2,7 @@
 batch path the collectors use (no CybORG)."""
 import numpy as np
 import pytest
+import torch
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.ppo.batch import to_batch
@@ -361,9 +362,18 @@ def test_direct_fused_adam_step_equals_torch_adam_step():
     assert float(b.opt.state[next(b.model.parameters())]["step"]) == 5
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch's operations on one thread, as the learner runs them (--learner-threads 1)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("kw,stale", [({}, False), ({}, True), ({"minibatches": 7}, False),
                                       ({"mask": False, "memory": False}, False)])
-def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale):
+def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale, one_torch_thread):
     # With the per-network clip the actor's steps run on this thread and the critic's on a second
     # one (_split_epochs); four updates in a row (the first, before Adam has state, on one thread)
     # give the one-thread path's weights, Adam state, statistics and shuffles to the last bit.
@@ -392,7 +402,7 @@ def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale):
     assert split._gen.get_state().equal(one._gen.get_state())
 
 
-def test_split_update_only_where_the_networks_are_independent():
+def test_split_update_only_where_the_networks_are_independent(one_torch_thread):
     # The joint clip couples the two networks' steps, the KL stop ends both at the actor's word,
     # a per-step callback (--learner-threads > 1) needs one sequence of steps: one thread then.
     import dataclasses
@@ -407,10 +417,12 @@ def test_split_update_only_where_the_networks_are_independent():
     assert not lrn._split_ok(None)     # no Adam state before the first step
     lrn.update(batch)
     assert lrn._split_ok(None)
+    torch.set_num_threads(2)       # multi-threaded operations: one sequence of steps
+    assert not lrn._split_ok(None)
     assert not PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9, split=False).split
 
 
-def test_split_update_error_waits_for_the_critic_thread():
+def test_split_update_error_waits_for_the_critic_thread(one_torch_thread):
     # An error in the actor's steps leaves the update only after the critic's thread is done with
     # the shared buffers.
     import dataclasses

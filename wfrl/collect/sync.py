@@ -37,6 +37,8 @@ def _sync_worker(*args):
 
 def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
     """Wait for a command, play this worker's share of the batch in lock-step."""
+    from wfrl.collect.worker import yield_to_learner
+    yield_to_learner()
     from wfrl._core import Actor, SimSlots
     from wfrl.rng import episode_seeds
     signal.signal(signal.SIGINT, signal.SIG_IGN)

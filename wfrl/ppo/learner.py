@@ -393,10 +393,12 @@ class PPOLearner:
         (_split_epochs): they are independent exactly when each network's gradient norm is
         clipped alone and nothing couples their steps — no KL stop (decided by the actor, it
         would stop the critic's step too), no per-step callback, and Adam's state exists (its
-        first step goes through torch's opt.step)."""
+        first step goes through torch's opt.step). And torch runs each operation on one thread
+        (--learner-threads 1, the default): two threads issuing multi-threaded operations would
+        share one OpenMP pool."""
         cfg = self.cfg
         return (self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
-                and between is None and self._adam_direct())
+                and between is None and torch.get_num_threads() == 1 and self._adam_direct())
 
     def _split_epochs(self, sources, n: int, mb: int, decoupled: bool) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a

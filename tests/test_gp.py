@@ -94,3 +94,31 @@ def test_beta_schedule_grows_slowly():
     b = [gp.beta_schedule(t) for t in (1, 2, 10, 20)]
     assert all(x < y for x, y in zip(b, b[1:]))
     assert 1.5 < np.sqrt(b[0]) < 2.0 and np.sqrt(b[-1]) < 2.5
+
+
+def test_cached_kernel_bookkeeping_equals_scikit_learns():
+    # The leaf kernels with their hyperparameter and parameter names found once per class
+    # (gp._CachedParams) report what scikit-learn's own methods report, in the same order ...
+    from sklearn.gaussian_process.kernels import Kernel
+    kernels = [cls() for cls in gp._leaf_kernels()] + [gp._ard_linear_class()()]
+    for k in kernels:
+        assert k.hyperparameters == Kernel.hyperparameters.fget(k)
+        for deep in (False, True):
+            assert k.get_params(deep) == Kernel.get_params(k, deep)
+    # ... so a fit makes the same optimisation, to the bit, as with scikit-learn's kernels
+    # (every linear variant, observations with their standard errors)
+    from unittest import mock
+    from sklearn.gaussian_process import kernels as plain
+    rng = np.random.default_rng(4)
+    idx = rng.choice(120, 14, replace=False)
+    y, se = rng.normal(-15, 2, 14), rng.uniform(0.2, 1.0, 14)
+    for linear in (False, True, "ard"):
+        fast = gp.PermutationGP(linear=linear, seed=3).fit(idx, y, se)
+        originals = (plain.ConstantKernel, plain.RBF, plain.DotProduct, plain.WhiteKernel)
+        with mock.patch.object(gp, "_leaf_kernels", lambda: originals), \
+                mock.patch.object(gp, "_CachedParams", type("NoCache", (), {})):
+            ref = gp.PermutationGP(linear=linear, seed=3).fit(idx, y, se)
+        assert type(ref.gpr.kernel_.k2) is plain.WhiteKernel
+        np.testing.assert_array_equal(fast.gpr.kernel_.theta, ref.gpr.kernel_.theta)
+        np.testing.assert_array_equal(fast.predict()[0], ref.predict()[0])
+        np.testing.assert_array_equal(fast.predict()[1], ref.predict()[1])

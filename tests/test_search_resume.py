@@ -188,6 +188,13 @@ def test_state_round_trips_and_a_missing_field_is_damage(tmp_path):
                         wall_time=3.25, optimizer={"kind": "x"})
     path = tmp_path / "search_state.pt"
     save_state(path, state, {"version": 4})
+    # the state's JSON is what dataclasses.asdict gives (as_plain, without its deep copies)
+    from dataclasses import asdict
+
+    from wfrl.search.state import as_plain
+    meta = json.loads(torch.load(path, weights_only=True)["meta"])
+    assert json.dumps(meta) == json.dumps(json.loads(json.dumps(asdict(state))))
+    assert json.dumps(as_plain(state)) == json.dumps(asdict(state))
     loaded, learner = load_state(path)
     assert learner == {"version": 4} and loaded.visits == state.visits
     assert loaded.trained == {7: 150} and loaded.lineage == {7: 250}
@@ -200,3 +207,14 @@ def test_state_round_trips_and_a_missing_field_is_damage(tmp_path):
     torch.save({**blob, "meta": json.dumps(meta)}, path)
     with pytest.raises(UserError, match="damaged .*gp_log_rows"):
         load_state(path)
+
+
+def test_a_real_search_state_serialises_as_asdict_would(reference_run):
+    # The state a real search ends with (visits, optimizer history, trained, lineage): as_plain
+    # writes the JSON dataclasses.asdict would.
+    from dataclasses import asdict
+
+    from wfrl.search.state import STATE_FILE, as_plain, load_state
+    state, _ = load_state(reference_run[0] / STATE_FILE)
+    assert state.visits and state.optimizer
+    assert json.dumps(as_plain(state)) == json.dumps(asdict(state))

@@ -128,12 +128,14 @@ class LearnerSteps:
         collected ahead when it is that batch). behaviour: (flat weights, version) to collect with
         instead of the learner's (a resumed overlapped run). Returns (episode stats, update
         stats, collection seconds, update seconds); with overlap the collection seconds are the
-        background collection's own duration."""
+        background collection's own duration, batch building included (it runs there too), and
+        the update seconds the update's alone; without, the update seconds include building the
+        batch."""
         key = (wf.index, first_episode, n)
         t0 = time.perf_counter()
         if self._ahead is not None and self._ahead[0] == key:
             job = self._ahead[1]
-            eps = job.wait()          # (interrupted here, abort() still finds the batch)
+            eps, batch = job.wait()   # (interrupted here, abort() still finds the batch)
             self._ahead = None
             t_collect = job.seconds
         else:
@@ -141,16 +143,18 @@ class LearnerSteps:
             weights, version = behaviour or (learner.flat_weights(), learner.version)
             eps = self.collector.collect(weights, version, wf, first_episode, n)
             t_collect = time.perf_counter() - t0
+            batch = None
         t1 = time.perf_counter()
-        cfg = self.ppo_cfg
-        batch = to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
-                         first_fix=self.first_fix)
+        if batch is None:
+            batch = self._batch(row_cond)
         nxt = then(eps) if then is not None else None
         if self.overlap and nxt is not None:
             nwf, nfirst, nn = nxt
             weights, version = learner.flat_weights(), learner.version
+            cond = np.tile(nwf.onehot(), (len(row_cond), 1))
             self._ahead = ((nwf.index, nfirst, nn),
-                           _Background(self.collector.collect, weights, version, nwf, nfirst, nn),
+                           _Background(self._collect_batch, weights, version, nwf, nfirst, nn,
+                                       cond),
                            weights, version)
         stale = behaviour_version(eps) < learner.version if eps else False
         outside = self._torch.get_num_threads()
@@ -160,6 +164,18 @@ class LearnerSteps:
         finally:
             self._set_threads(outside)
         return eps, ustats, t_collect, time.perf_counter() - t1
+
+    def _batch(self, row_cond):
+        """The learner's batch from the episodes in the collector's buffer (to_batch)."""
+        cfg = self.ppo_cfg
+        return to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
+                        first_fix=self.first_fix)
+
+    def _collect_batch(self, weights, version, wf, first_episode, n, row_cond):
+        """A batch collected ahead, and the learner's batch built from it on the same background
+        thread (off the learner's path; built before the next collection reuses the buffer)."""
+        eps = self.collector.collect(weights, version, wf, first_episode, n)
+        return eps, self._batch(row_cond)
 
     def _update(self, learner, batch, stale: bool) -> dict:
         cfg = self.ppo_cfg

@@ -22,6 +22,7 @@ t = the iteration (1-based): √β grows slowly from 1.74 at t = 1 to 2.33 at t 
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -107,8 +108,7 @@ class PermutationGP:
         self.trend, self.z_ref = 0.0, 0.0
 
     def _kernel(self):
-        from sklearn.gaussian_process.kernels import (RBF, ConstantKernel, DotProduct,
-                                                      WhiteKernel)
+        ConstantKernel, RBF, DotProduct, WhiteKernel = _leaf_kernels()
         fixed = "fixed" if not self.optimize else None
         ls = min(max(self.length_scale, self.min_length_scale), self.max_length_scale)
         k = (ConstantKernel(1.0, fixed or (self.min_signal, 1e2))
@@ -209,6 +209,41 @@ class PermutationGP:
                 "y_mean": self.y_mean, "y_std": self.y_std}
 
 
+class _CachedParams:
+    """Mixin for scikit-learn leaf kernels: the names of their hyperparameters and of their
+    parameters found once per class instead of on every call (scikit-learn finds them with dir()
+    and inspect.signature each time: most of a fit's time at the search's sizes, where the
+    linear algebra is small). The same names in the same order — scikit-learn's own rules, held
+    equal to its methods by tests/test_gp.py — so the same fits to the bit."""
+
+    @classmethod
+    def _names(cls) -> tuple[list[str], list[str]]:
+        names = cls.__dict__.get("_cached_names")
+        if names is None:
+            import inspect
+            init = getattr(cls.__init__, "deprecated_original", cls.__init__)
+            params = [p.name for p in inspect.signature(init).parameters.values()
+                      if p.kind != p.VAR_KEYWORD and p.name != "self"]
+            hyper = [a for a in dir(cls) if a.startswith("hyperparameter_")]
+            names = cls._cached_names = (hyper, params)
+        return names
+
+    @property
+    def hyperparameters(self):
+        return [getattr(self, a) for a in self._names()[0]]
+
+    def get_params(self, deep=True):
+        return {a: getattr(self, a) for a in self._names()[1]}
+
+
+@functools.lru_cache(maxsize=None)
+def _leaf_kernels():
+    """scikit-learn's ConstantKernel, RBF, DotProduct and WhiteKernel with _CachedParams."""
+    from sklearn.gaussian_process import kernels as k
+    return tuple(type(base.__name__, (_CachedParams, base), {"__module__": __name__})
+                 for base in (k.ConstantKernel, k.RBF, k.DotProduct, k.WhiteKernel))
+
+
 def _ard_linear_class():
     """scikit-learn kernel k(x, y) = Σ_i w_i·x_i·y_i with one weight per pairwise-order
     coordinate (automatic relevance determination). On ±1 coordinates any effect of one relation
@@ -216,7 +251,7 @@ def _ard_linear_class():
     relations matter; marginal likelihood drives irrelevant weights to their lower bound."""
     from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
-    class ARDLinear(Kernel):
+    class ARDLinear(_CachedParams, Kernel):
         def __init__(self, weights=None, weights_bounds=(1e-4, 10.0)):
             self.weights = np.full(len(PAIRS), 0.05) if weights is None else weights
             self.weights_bounds = weights_bounds

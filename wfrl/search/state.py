@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from wfrl.errors import UserError
@@ -133,12 +133,27 @@ def _search_state(data) -> SearchState:
     return SearchState(**kw)
 
 
+def as_plain(obj):
+    """dataclasses.asdict for the state's types, for json.dumps: dataclasses become dicts and
+    lists are walked; everything else — the dicts too (the optimizer's state, trained, lineage:
+    JSON values only; a dataclass in one would make json.dumps fail, not write something else)
+    — is passed as it is. asdict deep-copies every value, which made it most of a commit's
+    time (the search commits after every update); json.dumps only reads, so the same JSON
+    (tests/test_search_resume.py)."""
+    if isinstance(obj, list):
+        return [as_plain(x) for x in obj]
+    fields_of = getattr(type(obj), "__dataclass_fields__", None)
+    if fields_of is not None:
+        return {name: as_plain(getattr(obj, name)) for name in fields_of}
+    return obj
+
+
 def save_state(path: Path, state: SearchState, learner_state: dict | None) -> None:
     """Replace the state file at `path` atomically with `state` and the learner's state."""
     import torch
     buf = io.BytesIO()
     torch.save({"format": STATE_FORMAT, "format_version": STATE_VERSION,
-                "meta": json.dumps(asdict(state)), "learner": learner_state}, buf)
+                "meta": json.dumps(as_plain(state)), "learner": learner_state}, buf)
     _atomic_write_bytes(path, buf.getvalue())
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Three default runs (python -m wfrl train, no arguments) in a fresh clone of main, one after the other.
 set -u
-rm -rf /tmp/fresh7 && git clone -q /work/main /tmp/fresh7 && cd /tmp/fresh7 && ln -s /work/main/.venv .venv
+D=${1:-/tmp/fresh7}; rm -rf $D && git clone -q /work/main $D && cd $D && ln -s /work/main/.venv .venv
 .venv/bin/python setup.py build_ext --inplace -q > /dev/null 2>&1
 echo "code $(git rev-parse --short HEAD)"
 for r in 1 2 3; do

@@ -257,3 +257,14 @@ def wheel_venv():
     start of the session (_WheelBuild)."""
     _WheelBuild.start()
     return _WheelBuild.result()
+
+
+@pytest.fixture
+def one_thread():
+    """torch's operations on one thread for the test (as the learner runs them with
+    --learner-threads 1), restored after."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

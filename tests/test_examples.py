@@ -22,15 +22,6 @@ def _load(name):
     return mod
 
 
-@pytest.fixture
-def one_thread():
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.sb3
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sb3_ppo_beats_the_random_policy(seed, one_thread):

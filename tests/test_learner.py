@@ -362,18 +362,9 @@ def test_direct_fused_adam_step_equals_torch_adam_step():
     assert float(b.opt.state[next(b.model.parameters())]["step"]) == 5
 
 
-@pytest.fixture
-def one_torch_thread():
-    """torch's operations on one thread, as the learner runs them (--learner-threads 1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("kw,stale", [({}, False), ({}, True), ({"minibatches": 7}, False),
                                       ({"mask": False, "memory": False}, False)])
-def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale, one_torch_thread):
+def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale, one_thread):
     # With the per-network clip the actor's steps run on this thread and the critic's on a second
     # one (_split_epochs); four updates in a row (the first, before Adam has state, on one thread)
     # give the one-thread path's weights, Adam state, statistics and shuffles to the last bit.
@@ -402,7 +393,7 @@ def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale, one_to
     assert split._gen.get_state().equal(one._gen.get_state())
 
 
-def test_split_update_only_where_the_networks_are_independent(one_torch_thread):
+def test_split_update_only_where_the_networks_are_independent(one_thread):
     # The joint clip couples the two networks' steps, the KL stop ends both at the actor's word,
     # a per-step callback (--learner-threads > 1) needs one sequence of steps: one thread then.
     import dataclasses
@@ -422,7 +413,7 @@ def test_split_update_only_where_the_networks_are_independent(one_torch_thread):
     assert not PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9, split=False).split
 
 
-def test_split_update_error_waits_for_the_critic_thread(one_torch_thread):
+def test_split_update_error_waits_for_the_critic_thread(one_thread):
     # An error in the actor's steps leaves the update only after the critic's thread is done with
     # the shared buffers.
     import dataclasses

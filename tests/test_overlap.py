@@ -228,3 +228,34 @@ def test_the_update_runs_on_the_learner_threads_and_gives_them_back(threads, ove
     finally:
         torch.set_num_threads(before)
         col.close()
+
+
+def test_the_batch_built_ahead_is_the_one_built_after_and_follows_the_caller():
+    # A batch collected ahead is also turned into the learner's batch on the background thread:
+    # the same arrays as collecting those episodes with those weights and building the batch
+    # afterwards; and a caller that conditions a batch otherwise than with its workflow's one-hot
+    # gets the batch built with its own rows.
+    from wfrl.ppo.batch import to_batch
+    cond = np.tile(WF.onehot(), (N, 1))
+    col, check = _collector(), _collector()
+    try:
+        learner = PPOLearner(PPO, seed=1)
+        steps = LearnerSteps(col, PPO, overlap=True)
+        seen = []
+        real = learner.update
+        learner.update = lambda batch, **kw: (seen.append(batch), real(batch, **kw))[1]
+        before = learner.flat_weights()
+        steps.step(learner, WF, cond, 100, N, then=lambda e: (WF, 100 + N, N))
+        steps.step(learner, WF, cond, 100 + N, N, then=lambda e: (WF, 100 + 2 * N, N))
+        check.collect(before, 0, WF, 100 + N, N)      # the second batch, played as it was
+        want = to_batch(check.buffer, cond, PPO.gamma, PPO.gae_lambda, PPO.net(),
+                        first_fix=steps.first_fix)
+        for name in ("obs", "actions", "logprobs", "advantages", "returns", "masks"):
+            np.testing.assert_array_equal(getattr(seen[1], name), getattr(want, name), name)
+        other = np.zeros_like(cond)                   # the third, built ahead with the one-hot
+        steps.step(learner, WF, other, 100 + 2 * N, N)
+        np.testing.assert_array_equal(seen[2].obs[:, -other.shape[1]:], 0.0)
+        assert seen[1].obs[:, -cond.shape[1]:].any()
+    finally:
+        col.close()
+        check.close()

@@ -136,6 +136,8 @@ class LearnerSteps:
         if self._ahead is not None and self._ahead[0] == key:
             job = self._ahead[1]
             eps, batch = job.wait()   # (interrupted here, abort() still finds the batch)
+            if not np.array_equal(job.cond, row_cond):
+                batch = None          # built for another conditioning: again from the buffer
             self._ahead = None
             t_collect = job.seconds
         else:
@@ -151,11 +153,11 @@ class LearnerSteps:
         if self.overlap and nxt is not None:
             nwf, nfirst, nn = nxt
             weights, version = learner.flat_weights(), learner.version
+            # the conditioning every caller gives a batch: its workflow's one-hot on every row
             cond = np.tile(nwf.onehot(), (len(row_cond), 1))
-            self._ahead = ((nwf.index, nfirst, nn),
-                           _Background(self._collect_batch, weights, version, nwf, nfirst, nn,
-                                       cond),
-                           weights, version)
+            job = _Background(self._collect_batch, weights, version, nwf, nfirst, nn, cond)
+            job.cond = cond
+            self._ahead = ((nwf.index, nfirst, nn), job, weights, version)
         stale = behaviour_version(eps) < learner.version if eps else False
         outside = self._torch.get_num_threads()
         self._threads = outside

@@ -456,9 +456,23 @@ class PPOLearner:
                             o[sl], None if mk is None else mk[sl], a[sl], lp0[sl], adv))
                         _clip_grad_norm([p.grad for p in actor_params], cfg.max_grad_norm)
                         self._adam_params(actor_params)
-        except BaseException:
-            job.exception()    # the critic's thread ends before the error leaves the update
-            raise
+        except BaseException as exc:
+            error = exc
+        else:
+            error = None
+        # The critic's thread ends before anything leaves the update — an error of the actor's
+        # steps, or an interrupt that arrives while waiting for it (raised once it is done).
+        interrupt = None
+        while True:
+            try:
+                job.exception()          # waits; the critic's own error comes with result()
+                break
+            except BaseException as exc:
+                interrupt = interrupt or exc
+        if error is not None:
+            raise error
+        if interrupt is not None:
+            raise interrupt
         critic_losses = job.result()
         return [(pg, v, ent, kl, clipped)
                 for (pg, ent, kl, clipped), v in zip(actor_stats, critic_losses)]
@@ -523,7 +537,7 @@ class PPOLearner:
         log-probabilities, weights). With a _Compact plan, obs, actions and masks are the plan's
         and only the actor's used columns and actions are multiplied (the value is not needed)."""
         if plan is None:
-            logits, _ = self.model(obs)
+            logits = self.model.actor(obs)     # (the critic may be stepping on another thread)
         else:
             (w1, b1), (w2, b2), (w3, b3) = (
                 (m.weight, m.bias) for m in self.model.actor if isinstance(m, torch.nn.Linear))

@@ -423,3 +423,38 @@ def test_lost_local_instance_ends_the_run_in_one_line(tmp_path):
         assert not new_shm
     finally:
         shutil.rmtree(tmp, ignore_errors=True)   # torch's compile cache too, if any
+
+
+def test_guardian_reports_a_node_lost_just_before_the_driver(tmp_path):
+    # Ray ends the driver (_exit(1)) at its next object-store call after its raylet dies, often
+    # within the guardian's 50-ms poll: the guardian sees the pipe close and the watched process
+    # gone at once, and still prints the one line; a driver gone with its node alive: no line.
+    import time
+    got = {}
+    for node_dies in (True, False):
+        node = subprocess.Popen(["sleep", "60"])
+        log = tmp_path / f"stderr_{node_dies}.txt"
+        saved = os.dup(2)
+        try:
+            started = None
+            while started is None:
+                started = ray_exec._start_time(node.pid)
+            with open(log, "wb") as f:
+                os.dup2(f.fileno(), 2)            # the guardian inherits this process's stderr
+                try:
+                    g = ray_exec._Guardian([(node.pid, started)], None, "the node is gone (test)")
+                finally:
+                    os.dup2(saved, 2)
+            time.sleep(0.3)                       # the guardian is polling
+            if node_dies:
+                node.kill()
+                node.wait()
+            g.proc.stdin.close()                  # the driver's end, closed without "closed"
+            assert g.proc.wait(timeout=10) == 0
+        finally:
+            os.close(saved)
+            node.kill()
+            node.wait()
+        got[node_dies] = log.read_text()
+    assert got[True] == "wfrl: error: the node is gone (test)\n"
+    assert got[False] == ""

@@ -550,7 +550,10 @@ while True:
     if ready:
         if os.read(0, 64):
             sys.exit(0)              # the driver closed the collector itself
-        break                        # end of file: the driver is gone
+        # end of file: the driver is gone — within 50 ms of its node, which the last poll may
+        # not have seen (Ray ends the driver at its next object-store call): look once more
+        lost = lost or any(gone(p, t) for p, t in spec["watch"])
+        break
     if not lost and any(gone(p, t) for p, t in spec["watch"]):
         lost = True
 temp = spec["temp_dir"]

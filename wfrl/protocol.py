@@ -111,7 +111,7 @@ class LearnerSteps:
         slower per update measured on 2 cores beside one busy process."""
         self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
         self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
-        self._ahead = None      # (key, _Background, weights, version)
+        self._ahead = None      # (key, _Background, weights, version, conditioning)
         import torch
         self._torch = torch
         self._learner_threads = max(1, int(threads))
@@ -136,7 +136,7 @@ class LearnerSteps:
         if self._ahead is not None and self._ahead[0] == key:
             job = self._ahead[1]
             eps, batch = job.wait()   # (interrupted here, abort() still finds the batch)
-            if not np.array_equal(job.cond, row_cond):
+            if not np.array_equal(self._ahead[4], row_cond):
                 batch = None          # built for another conditioning: again from the buffer
             self._ahead = None
             t_collect = job.seconds
@@ -155,9 +155,10 @@ class LearnerSteps:
             weights, version = learner.flat_weights(), learner.version
             # the conditioning every caller gives a batch: its workflow's one-hot on every row
             cond = np.tile(nwf.onehot(), (len(row_cond), 1))
-            job = _Background(self._collect_batch, weights, version, nwf, nfirst, nn, cond)
-            job.cond = cond
-            self._ahead = ((nwf.index, nfirst, nn), job, weights, version)
+            self._ahead = ((nwf.index, nfirst, nn),
+                           _Background(self._collect_batch, weights, version, nwf, nfirst, nn,
+                                       cond),
+                           weights, version, cond)
         stale = behaviour_version(eps) < learner.version if eps else False
         outside = self._torch.get_num_threads()
         self._threads = outside

@@ -145,6 +145,16 @@ def _backward(dout, h2, h1, x, w3, g3, gb3, w2, g2, gb2, g1, gb1, d2, d1) -> Non
     torch.sum(d1, 0, out=gb1)
 
 
+def _minibatch_advantages(adv, weight, sl):
+    """The advantages of minibatch `sl`: normalised within it, then (a stale batch under the
+    decoupled objective) times each step's proximal weight — w·min(r·A, clip(r)·A) =
+    min(r·wA, clip(r)·wA) for w > 0."""
+    a = adv[sl]
+    if a.numel() > 1:
+        a = (a - a.mean()) / (a.std() + 1e-8)
+    return a if weight is None else a * weight[sl]
+
+
 _CRITIC_THREAD = None
 
 
@@ -256,13 +266,8 @@ class PPOLearner:
                 if between is not None:
                     between()
                 sl = slice(start, start + mb)
-                adv = ad[sl]
-                if adv.numel() > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                if wt is not None:
-                    adv = adv * wt[sl]   # w·min(r·A, clip(r)·A) = min(r·wA, clip(r)·wA), w > 0
-                got = step(o[sl], None if mk is None else mk[sl], a[sl], lp0[sl], adv, rt[sl],
-                           groups)
+                got = step(o[sl], None if mk is None else mk[sl], a[sl], lp0[sl],
+                           _minibatch_advantages(ad, wt, sl), rt[sl], groups)
                 if got is None:          # the KL stop
                     break
                 stats.append(got)
@@ -447,13 +452,9 @@ class PPOLearner:
                                                      weight_all)):
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
-                        adv = ad[sl]
-                        if adv.numel() > 1:
-                            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                        if wt is not None:
-                            adv = adv * wt[sl]
                         actor_stats.append(self._actor_grads(
-                            o[sl], None if mk is None else mk[sl], a[sl], lp0[sl], adv))
+                            o[sl], None if mk is None else mk[sl], a[sl], lp0[sl],
+                            _minibatch_advantages(ad, wt, sl)))
                         _clip_grad_norm([p.grad for p in actor_params], cfg.max_grad_norm)
                         self._adam_params(actor_params)
         except BaseException as exc:

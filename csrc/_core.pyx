@@ -453,6 +453,7 @@ def ppo_head(const float[:, ::1] logits, const uint8_t[:, ::1] allowed not None,
     csrc/wfrl_head.h."""
     cdef Py_ssize_t n = logits.shape[0], A = logits.shape[1], i
     _need(A > 0 and n > 0, "ppo_head: logits must be a non-empty [n, A] array")
+    _need(A <= WFRL_N_ACTIONS, f"ppo_head: at most {WFRL_N_ACTIONS} actions per row, not {A}")
     _need(grad.shape[0] == n and grad.shape[1] == A, f"ppo_head: grad must have shape ({n}, {A})")
     _need(actions.shape[0] == n and old_logp.shape[0] == n and adv.shape[0] == n,
           f"ppo_head: actions, old_logp and adv must have {n} entries")

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-from wfrl.ppo.batch import to_batch
-from wfrl.ppo.learner import PPOConfig, PPOLearner
+from wfrl.ppo.batch import Batch, to_batch
+from wfrl.ppo.learner import PPOConfig, PPOLearner, Prepared
 from wfrl.ppo.policy import IN_DIM, NumpyPolicy
 from wfrl.workflow import Workflow
 
@@ -437,3 +437,44 @@ def test_split_update_error_waits_for_the_critic_thread(one_thread):
     with pytest.raises(RuntimeError, match="actor failed"):
         lrn.update(batch)
     assert critic_done.is_set() and calls[0] == cfg.epochs * cfg.minibatches
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_an_update_prepared_ahead_equals_one_prepared_in_place(stale, one_thread):
+    # Prepared (made by preparer() before the previous update, from a copy of the generator):
+    # the same weights, Adam state, statistics and generator state as the learner that draws and
+    # gathers in place, over updates on batches of two sizes; one prepared for the wrong place in
+    # the generator's sequence (or for another batch size) does not fit and changes nothing.
+    import dataclasses
+    cfg, full = _recorded_batch(True)
+    cfg = dataclasses.replace(cfg, clip_per_net=True, minibatches=3)
+    part = Batch(**{k: (None if v is None else v[:700])
+                    for k, v in dataclasses.asdict(full).items()})
+    batches = [full, part, full, part, full]
+    ahead, plain = PPOLearner(cfg, seed=5), PPOLearner(cfg, seed=5)
+    used, real = [], Prepared.fits
+    prepared = None
+    for k, batch in enumerate(batches):
+        nxt = None
+        if k + 1 < len(batches):
+            nxt = ahead.preparer(len(batch))     # made before this update, used by the next
+        got = ahead.update(batch, stale=stale, prepared=prepared)
+        assert got == plain.update(batch, stale=stale)
+        if nxt is not None:
+            prepared = nxt(batches[k + 1])
+            used.append(prepared.fits(ahead, len(batches[k + 1])))
+    assert used == [True] * 4
+    np.testing.assert_array_equal(ahead.flat_weights(), plain.flat_weights())
+    for p, q in zip(ahead.model.parameters(), plain.model.parameters()):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            np.testing.assert_array_equal(ahead.opt.state[p][key].numpy(),
+                                          plain.opt.state[q][key].numpy())
+    assert ahead._gen.get_state().equal(plain._gen.get_state())
+    wrong = ahead.preparer(len(full))(full)      # for the update after the next one
+    assert not wrong.fits(ahead, len(full)) and not wrong.fits(plain, len(full))
+    assert ahead.preparer(0)(full).fits(ahead, len(full))   # (the next one's would)
+    before = ahead.flat_weights()
+    ahead.update(full, stale=stale, prepared=wrong)
+    plain.update(full, stale=stale)
+    np.testing.assert_array_equal(ahead.flat_weights(), plain.flat_weights())
+    assert not np.array_equal(before, ahead.flat_weights())

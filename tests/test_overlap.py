@@ -86,9 +86,9 @@ def test_only_a_batch_played_by_older_weights_is_updated_as_stale():
             learner = PPOLearner(PPO, seed=2)
             seen, update = [], learner.update
 
-            def record(batch, between=None, stale=False, _u=update, _s=seen):
+            def record(batch, between=None, stale=False, _u=update, _s=seen, **kw):
                 _s.append(stale)
-                return _u(batch, between=between, stale=stale)
+                return _u(batch, between=between, stale=stale, **kw)
             learner.update = record
             steps = LearnerSteps(col, PPO, overlap=overlap)
             for k in range(3):
@@ -206,12 +206,12 @@ def test_the_update_runs_on_the_learner_threads_and_gives_them_back(threads, ove
         seen = []
         update = learner.update
 
-        def spy(batch, between=None, stale=False):
+        def spy(batch, between=None, stale=False, prepared=None):
             def step():    # (runs before each minibatch step)
                 if between is not None:
                     between()
                 seen.append(torch.get_num_threads())
-            return update(batch, between=step, stale=stale)
+            return update(batch, between=step, stale=stale, prepared=prepared)
         learner.update = spy
         steps = LearnerSteps(col, PPO, overlap=overlap, threads=threads)
         for k in range(2):
@@ -259,3 +259,43 @@ def test_the_batch_built_ahead_is_the_one_built_after_and_follows_the_caller():
     finally:
         col.close()
         check.close()
+
+
+def test_updates_prepared_ahead_are_used_and_change_nothing(monkeypatch):
+    # With the batch collected ahead, the next update's permutations, plan and gathered epochs
+    # are prepared on the background thread too (PPOLearner.preparer): the split updates use
+    # them, and the run's weights, statistics and generator are those of a run that prepares
+    # nothing ahead, to the last bit.
+    import dataclasses
+
+    from wfrl.ppo import learner as learner_mod
+    ppo = dataclasses.replace(PPO, clip_per_net=True, epochs=3)
+    cond = np.tile(WF.onehot(), (N, 1))
+    fitted = []
+    real_fits = learner_mod.Prepared.fits
+
+    def spy_fits(self, lrn, n):
+        fitted.append(real_fits(self, lrn, n))
+        return fitted[-1]
+    monkeypatch.setattr(learner_mod.Prepared, "fits", spy_fits)
+
+    def run():
+        col = _collector()
+        try:
+            learner = PPOLearner(ppo, seed=2)
+            steps = LearnerSteps(col, ppo, overlap=True)
+            stats = [steps.step(learner, WF, cond, 10 + N * k, N,
+                                then=lambda e, k=k: (WF, 10 + N * (k + 1), N))[1]
+                     for k in range(5)]
+            steps.cancel()
+            return learner, stats
+        finally:
+            col.close()
+    with_prep, stats = run()
+    assert fitted.count(True) >= 3      # the updates after the first (Adam's state exists)
+    monkeypatch.setattr(learner_mod.PPOLearner, "preparer",
+                        lambda self, before: (lambda batch: None))
+    without, stats_without = run()
+    assert stats == stats_without
+    np.testing.assert_array_equal(with_prep.flat_weights(), without.flat_weights())
+    assert with_prep._gen.get_state().equal(without._gen.get_state())

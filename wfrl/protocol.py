@@ -135,9 +135,9 @@ class LearnerSteps:
         t0 = time.perf_counter()
         if self._ahead is not None and self._ahead[0] == key:
             job = self._ahead[1]
-            eps, batch = job.wait()   # (interrupted here, abort() still finds the batch)
+            eps, batch, prepared = job.wait()   # (interrupted here, abort() still finds it)
             if not np.array_equal(self._ahead[4], row_cond):
-                batch = None          # built for another conditioning: again from the buffer
+                batch = prepared = None   # built for another conditioning: again from the buffer
             self._ahead = None
             t_collect = job.seconds
         else:
@@ -145,7 +145,7 @@ class LearnerSteps:
             weights, version = behaviour or (learner.flat_weights(), learner.version)
             eps = self.collector.collect(weights, version, wf, first_episode, n)
             t_collect = time.perf_counter() - t0
-            batch = None
+            batch = prepared = None
         t1 = time.perf_counter()
         if batch is None:
             batch = self._batch(row_cond)
@@ -155,15 +155,17 @@ class LearnerSteps:
             weights, version = learner.flat_weights(), learner.version
             # the conditioning every caller gives a batch: its workflow's one-hot on every row
             cond = np.tile(nwf.onehot(), (len(row_cond), 1))
+            # the next update's preparation goes with it (PPOLearner.preparer: this learner's
+            # generator as it stands before this update, which draws for len(batch) rows)
             self._ahead = ((nwf.index, nfirst, nn),
                            _Background(self._collect_batch, weights, version, nwf, nfirst, nn,
-                                       cond),
+                                       cond, learner.preparer(len(batch))),
                            weights, version, cond)
         stale = behaviour_version(eps) < learner.version if eps else False
         outside = self._torch.get_num_threads()
         self._threads = outside
         try:
-            ustats = self._update(learner, batch, stale)
+            ustats = self._update(learner, batch, stale, prepared)
         finally:
             self._set_threads(outside)
         return eps, ustats, t_collect, time.perf_counter() - t1
@@ -174,17 +176,19 @@ class LearnerSteps:
         return to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
                         first_fix=self.first_fix)
 
-    def _collect_batch(self, weights, version, wf, first_episode, n, row_cond):
-        """A batch collected ahead, and the learner's batch built from it on the same background
-        thread (off the learner's path; built before the next collection reuses the buffer)."""
+    def _collect_batch(self, weights, version, wf, first_episode, n, row_cond, prepare):
+        """A batch collected ahead, the learner's batch built from it and the update's
+        preparation (prepare, PPOLearner.preparer), all on the same background thread (off the
+        learner's path; built before the next collection reuses the buffer)."""
         eps = self.collector.collect(weights, version, wf, first_episode, n)
-        return eps, self._batch(row_cond)
+        batch = self._batch(row_cond)
+        return eps, batch, prepare(batch)
 
-    def _update(self, learner, batch, stale: bool) -> dict:
+    def _update(self, learner, batch, stale: bool, prepared=None) -> dict:
         cfg = self.ppo_cfg
         if self._ahead is None or self._learner_threads == 1:
             self._set_threads(self._learner_threads)
-            return learner.update(batch, stale=stale)
+            return learner.update(batch, stale=stale, prepared=prepared)
         # More than one learner thread (--learner-threads N): while the next batch is collected
         # the learner leaves a core to it for the first third of the update's minibatch steps,
         # then takes all N. A fixed share, not "until the batch is in": torch's sums depend on

@@ -155,6 +155,65 @@ def _minibatch_advantages(adv, weight, sl):
     return a if weight is None else a * weight[sl]
 
 
+class Prepared:
+    """The parts of an update that depend only on its batch and on where the learner's generator
+    stands when the update starts, made ahead on the thread that built the batch (prepare_update)
+    while the learner is still busy with the update before: the batch as tensors, the _Compact
+    plan, the epochs' permutations, and for every epoch the gathered input rows, actions, masks,
+    returns and per-minibatch normalised advantages. An update given one uses it only when it
+    fits exactly — the same batch size, epochs, minibatches and plan setting, and the learner's
+    generator at state_in (the permutations are then the ones the update would draw itself) —
+    and otherwise prepares nothing differently: it draws and gathers as before. Either way the
+    same numbers (tests/test_learner.py)."""
+
+    def __init__(self, cfg, compact: bool, batch: Batch, gen_state: torch.Tensor, skip: int):
+        n = len(batch)
+        self.n, self.epochs, self.minibatches = n, cfg.epochs, cfg.minibatches
+        self.hidden, self.compact = cfg.hidden, compact
+        g = torch.Generator()
+        g.set_state(gen_state)
+        for _ in range(cfg.epochs if skip else 0):   # the update before this one draws these
+            torch.randperm(skip, generator=g)
+        self.state_in = g.get_state()
+        perms = [torch.randperm(n, generator=g).numpy() for _ in range(cfg.epochs)]
+        self.state_out = g.get_state()
+        self.perms = perms
+        self.tensors = _batch_tensors(batch)
+        obs, actions, _, adv_all, ret_all, masks = self.tensors
+        self.plan = None
+        if compact and n:
+            self.plan = _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
+                                    actions.numpy(), cfg.hidden)
+            if self.plan is not None:
+                obs, masks, actions = self.plan.obs, self.plan.masks, self.plan.actions
+        mb = max(1, -(-n // cfg.minibatches))
+        self.epoch_rows = []
+        for perm in perms:
+            o, a, ad, rt, mk = (None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0))
+                                for t in (obs, actions, adv_all, ret_all, masks))
+            adn = torch.cat([_minibatch_advantages(ad, None, slice(i, i + mb))
+                             for i in range(0, n, mb)]) if n else ad
+            self.epoch_rows.append((o, a, adn, rt, mk))
+
+    def fits(self, learner: "PPOLearner", n: int) -> bool:
+        cfg = learner.cfg
+        return (n == self.n and cfg.epochs == self.epochs and cfg.minibatches == self.minibatches
+                and cfg.hidden == self.hidden and learner.compact == self.compact
+                and torch.equal(learner._gen.get_state(), self.state_in))
+
+
+def _batch_tensors(batch: Batch) -> tuple:
+    """(obs, actions, behaviour log-probabilities, advantages, returns, masks) of a batch as
+    tensors sharing its memory where the dtypes allow."""
+    return (torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32)),
+            torch.from_numpy(np.asarray(batch.actions, np.int64)),
+            torch.from_numpy(np.ascontiguousarray(batch.logprobs, np.float32)),
+            torch.from_numpy(np.ascontiguousarray(batch.advantages, np.float32)),
+            torch.from_numpy(np.ascontiguousarray(batch.returns, np.float32)),
+            None if batch.masks is None else
+            torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
+
+
 _CRITIC_THREAD = None
 
 
@@ -202,13 +261,15 @@ class PPOLearner:
     def flat_weights(self) -> np.ndarray:
         return self.model.flat_weights()
 
-    def update(self, batch: Batch, between=None, stale: bool = False) -> dict:
+    def update(self, batch: Batch, between=None, stale: bool = False,
+               prepared: "Prepared | None" = None) -> dict:
         """One PPO update on `batch`; returns the mean of each statistic over its minibatches.
         between(), if given, runs before every minibatch step (the overlapped trainer gives the
         learner back its threads there once the batch collected meanwhile is in).
         stale: the batch was played by weights older than the learner's (overlap); with
         cfg.decoupled the update then uses the decoupled objective (see proximal_weights). The
-        reference path (reference=True) is ordinary PPO only and refuses a stale batch then."""
+        reference path (reference=True) is ordinary PPO only and refuses a stale batch then.
+        prepared: this batch's Prepared (made ahead by prepare()), used where it fits."""
         if self.reference:
             if stale and self.cfg.decoupled:
                 raise ValueError("the reference update has no decoupled objective for a stale batch")
@@ -219,37 +280,37 @@ class PPOLearner:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._update(batch, between, stale)
+            return self._update(batch, between, stale, prepared)
         finally:
             if enabled:
                 gc.enable()
 
-    def _update(self, batch: Batch, between, stale: bool) -> dict:
+    def _update(self, batch: Batch, between, stale: bool, prepared) -> dict:
         cfg = self.cfg
         n = len(batch)
-        obs = torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32))
-        actions = torch.from_numpy(np.asarray(batch.actions, np.int64))
-        old_logp = torch.from_numpy(np.ascontiguousarray(batch.logprobs, np.float32))
-        adv_all = torch.from_numpy(np.ascontiguousarray(batch.advantages, np.float32))
-        ret_all = torch.from_numpy(np.ascontiguousarray(batch.returns, np.float32))
-        masks = (None if batch.masks is None else
-                 torch.from_numpy(np.ascontiguousarray(batch.masks).view(np.uint8)))
+        split = n and self._split_ok(between)
+        if not (split and prepared is not None and prepared.fits(self, n)):
+            prepared = None    # (the one-thread loop draws its permutations epoch by epoch)
+        obs, actions, old_logp, adv_all, ret_all, masks = (
+            _batch_tensors(batch) if prepared is None else prepared.tensors)
         mb = max(1, -(-n // cfg.minibatches))
         groups = self.clip_groups()
         step = self._manual_step if self.manual else self._autograd_step
         self._plan = plan = None
         if self.compact and n:
-            self._plan = plan = _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
-                                            actions.numpy(), cfg.hidden)
+            self._plan = plan = (
+                prepared.plan if prepared is not None else
+                _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
+                            actions.numpy(), cfg.hidden))
             if plan is not None:
                 obs, masks, actions = plan.obs, plan.masks, plan.actions
                 # what the plan leaves out stays 0 (a missing .grad: _Scratch.attach_grads)
                 self.model.zero_grad(set_to_none=False)
         weight_all = None
         decoupled = stale and cfg.decoupled and n
-        if n and self._split_ok(between):
+        if split:
             sources = (obs, actions, old_logp, adv_all, ret_all, masks, None)
-            return self._finish(self._split_epochs(sources, n, mb, decoupled))
+            return self._finish(self._split_epochs(sources, n, mb, decoupled, prepared))
         if decoupled:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks, plan)
         sources = (obs, actions, old_logp, adv_all, ret_all, masks, weight_all)
@@ -318,6 +379,16 @@ class PPOLearner:
         self._adam_step()
         pg, ent, kl, clipped = got
         return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
+
+    def preparer(self, before: int):
+        """A function of a batch that returns its Prepared for this learner's next update but
+        one — the update on a batch of `before` rows comes first (0: none) — or None where no
+        update would use it; safe to call on another thread while this learner updates (it
+        reads a copy of the generator's state taken now)."""
+        if not (self.split and self.manual and self.cfg.clip_per_net and self.cfg.target_kl == 0):
+            return lambda batch: None     # (no split update to use it: _split_ok)
+        cfg, compact, state = self.cfg, self.compact, self._gen.get_state()
+        return lambda batch: Prepared(cfg, compact, batch, state, before)
 
     def _ensure_scratch(self, rows: int) -> "_Scratch":
         s = self._scratch
@@ -405,7 +476,7 @@ class PPOLearner:
         return (self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
                 and between is None and torch.get_num_threads() == 1 and self._adam_direct())
 
-    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool) -> list:
+    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a
         second one. Under clip_per_net the two networks share nothing within an update but the
         minibatches: the actor's loss (surrogate and entropy) does not involve the critic's
@@ -415,12 +486,19 @@ class PPOLearner:
         operations release the GIL, so the two chains of matrix products run at once when a
         second core is free, and interleave on one core when not (no spinning threads: each
         operation runs single-threaded in the thread that issues it). decoupled: the actor's
-        thread computes the proximal pass first (proximal_weights; the critic does not need it)."""
+        thread computes the proximal pass first (proximal_weights; the critic does not need it).
+        prepared (a Prepared that fits): the permutations and the gathered epochs come from it,
+        and the generator moves to where drawing them would leave it; only the behaviour or
+        proximal log-probabilities and weights are gathered here."""
         cfg = self.cfg
         obs, actions, old_logp, adv_all, ret_all, masks, weight_all = sources
-        # the permutations the one-thread path draws epoch by epoch (without the KL stop it
-        # always draws all of them, so the generator ends where it would)
-        perms = [torch.randperm(n, generator=self._gen).numpy() for _ in range(cfg.epochs)]
+        if prepared is None:
+            # the permutations the one-thread path draws epoch by epoch (without the KL stop it
+            # always draws all of them, so the generator ends where it would)
+            perms = [torch.randperm(n, generator=self._gen).numpy() for _ in range(cfg.epochs)]
+        else:
+            perms = prepared.perms
+            self._gen.set_state(prepared.state_out)
         self._ensure_scratch(min(mb, n))
         actor_params, critic_params = self.clip_groups()
 
@@ -430,10 +508,30 @@ class PPOLearner:
                 yield [None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0, out=b))
                        for t, b in zip(tensors, bufs)]
 
+        def critic_rows():
+            if prepared is None:
+                yield from gather((obs, ret_all))
+            else:
+                for o, _, _, rt, _ in prepared.epoch_rows:
+                    yield o, rt
+
+        def actor_rows(old_logp, weight_all):
+            """Each epoch's (rows, actions, log-probabilities, masks, advantages of a slice)."""
+            if prepared is None:
+                for o, a, lp0, ad, mk, wt in gather((obs, actions, old_logp, adv_all, masks,
+                                                     weight_all)):
+                    yield o, a, lp0, mk, (lambda sl, ad=ad, wt=wt:
+                                          _minibatch_advantages(ad, wt, sl))
+                return
+            for (o, a, adn, _, mk), (lp0, wt) in zip(prepared.epoch_rows,
+                                                     gather((old_logp, weight_all))):
+                yield o, a, lp0, mk, (lambda sl, adn=adn, wt=wt:
+                                      adn[sl] if wt is None else adn[sl] * wt[sl])
+
         def critic() -> list:
             out = []
             with torch.no_grad():
-                for o, rt in gather((obs, ret_all)):
+                for o, rt in critic_rows():
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
                         out.append(self._critic_grads(o[sl], rt[sl]))
@@ -448,13 +546,12 @@ class PPOLearner:
                 if decoupled:
                     old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks,
                                                                  self._plan)
-                for o, a, lp0, ad, mk, wt in gather((obs, actions, old_logp, adv_all, masks,
-                                                     weight_all)):
+                for o, a, lp0, mk, advantages in actor_rows(old_logp, weight_all):
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
                         actor_stats.append(self._actor_grads(
                             o[sl], None if mk is None else mk[sl], a[sl], lp0[sl],
-                            _minibatch_advantages(ad, wt, sl)))
+                            advantages(sl)))
                         _clip_grad_norm([p.grad for p in actor_params], cfg.max_grad_norm)
                         self._adam_params(actor_params)
         except BaseException as exc:

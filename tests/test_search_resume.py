@@ -218,3 +218,49 @@ def test_a_real_search_state_serialises_as_asdict_would(reference_run):
     state, _ = load_state(reference_run[0] / STATE_FILE)
     assert state.visits and state.optimizer
     assert json.dumps(as_plain(state)) == json.dumps(asdict(state))
+
+
+def test_state_writer_commits_the_snapshot_taken_at_write_and_raises_a_failed_write(
+        tmp_path, monkeypatch):
+    # The search's commits are written on a background thread (StateWriter): what lands on disk
+    # is the state and the learner's tensors as they were when write() was called, however
+    # they change while the write is still waiting; a write that failed is raised by the next
+    # write() or flush(), and settle() (an exception already on its way out) does not raise.
+    import threading
+
+    import torch
+
+    from wfrl.search import state as state_mod
+    from wfrl.search.state import SearchState, StateWriter, load_state
+    gate, real = threading.Event(), state_mod._write_state
+
+    def held(*args):
+        assert gate.wait(10)
+        return real(*args)
+    monkeypatch.setattr(state_mod, "_write_state", held)
+    writer = StateWriter()
+    state = SearchState(episodes_used=250, updates=5, trained={7: 150})
+    weights = torch.arange(6, dtype=torch.float32)
+    path = tmp_path / "search_state.pt"
+    writer.write(path, state, {"model": {"w": weights}, "optimizer": {"state": [weights * 2]}})
+    assert not path.exists()              # still waiting: write() did not
+    weights.add_(100.0)                   # the learner goes on (in place) ...
+    state.episodes_used, state.trained[7] = 300, 200     # ... and so does the search
+    gate.set()
+    writer.flush()
+    loaded, learner = load_state(path)
+    assert (loaded.episodes_used, loaded.trained) == (250, {7: 150})
+    assert learner["model"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert learner["optimizer"]["state"][0].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    missing = tmp_path / "gone" / "search_state.pt"     # its directory does not exist
+    writer.write(missing, state, None)
+    with pytest.raises(FileNotFoundError):
+        writer.flush()
+    writer.write(missing, state, None)
+    with pytest.raises(FileNotFoundError):
+        writer.write(path, state, None)   # raised by the next write
+    writer.write(missing, state, None)
+    writer.settle()                       # waits, and does not raise
+    writer.write(path, state, None)
+    writer.flush()
+    assert load_state(path)[0].episodes_used == 300

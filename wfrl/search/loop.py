@@ -49,8 +49,8 @@ from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, l
                          read_csv, save_checkpoint, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import WorkflowOptimizer
-from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, Visit, load_state,
-                               save_state)
+from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
+                               load_state)
 from wfrl.workflow import Workflow
 
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
@@ -101,6 +101,7 @@ class WorkflowSearch:
         self.run = Path(cfg.out)
         self._t0 = None  # start of this session (run_search)
         self.steps = None  # LearnerSteps of run_search
+        self._writer = StateWriter()   # the commits (_commit)
         if resume:
             self.state, self.learner_state = self._open_resume()
         else:
@@ -127,6 +128,7 @@ class WorkflowSearch:
         CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS)
         self.state, self.learner_state = SearchState(), None
         self._commit(None)
+        self._writer.flush()
 
     def _open_resume(self) -> tuple[SearchState, dict | None]:
         state_path = self.run / STATE_FILE
@@ -157,7 +159,7 @@ class WorkflowSearch:
             import torch
             learner_state["behaviour"] = {"weights": torch.from_numpy(ahead[0].copy()),
                                           "version": int(ahead[1])}
-        save_state(self.run / STATE_FILE, self.state, learner_state)
+        self._writer.write(self.run / STATE_FILE, self.state, learner_state)
 
     # ---------------------------------------------------------------- the search
     def run_search(self) -> dict:
@@ -183,15 +185,18 @@ class WorkflowSearch:
                 self._commit(learner)
         except KeyboardInterrupt:
             self.steps.abort()
+            self._writer.settle()    # the last commit on disk before saying so
             self.progress(f"stopped; every completed update is saved. Continue with: "
                           f"python -m wfrl train --resume {self.run}")
             raise
         except BaseException:
             self.steps.abort()
+            self._writer.settle()
             raise
         finally:
             self.steps.cancel()
             collector.close()
+        self._writer.flush()
         return self._close()
 
     def _restore_learner(self) -> PPOLearner | None:
@@ -526,6 +531,7 @@ class WorkflowSearch:
         plot_run(self.run, self.opt, report)
         state.finished = True  # last: a kill before this commit leaves a resumable run
         self._commit(None)
+        self._writer.flush()
         self.progress(format_table(summary, cfg.compliance_threshold))
         self.progress(f"records in {self.run}")
         return summary

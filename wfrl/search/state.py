@@ -150,11 +150,59 @@ def as_plain(obj):
 
 def save_state(path: Path, state: SearchState, learner_state: dict | None) -> None:
     """Replace the state file at `path` atomically with `state` and the learner's state."""
+    _write_state(path, json.dumps(as_plain(state)), learner_state)
+
+
+def _write_state(path: Path, meta: str, learner_state: dict | None) -> None:
     import torch
     buf = io.BytesIO()
     torch.save({"format": STATE_FORMAT, "format_version": STATE_VERSION,
-                "meta": json.dumps(as_plain(state)), "learner": learner_state}, buf)
+                "meta": meta, "learner": learner_state}, buf)
     _atomic_write_bytes(path, buf.getvalue())
+
+
+def _detached(obj):
+    """obj with every tensor in it (nested in dicts and lists) replaced by a copy."""
+    if isinstance(obj, dict):
+        return {k: _detached(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_detached(v) for v in obj]
+    clone = getattr(obj, "clone", None)
+    return clone() if clone is not None else obj
+
+
+class StateWriter:
+    """save_state with the serialising and the writing on a background thread, one commit at a
+    time and in order. write() takes the snapshot on the caller's thread — the state's JSON and
+    a copy of every tensor of the learner's state, which the learner goes on changing in place —
+    waits for the commit before it (submitted an update earlier: done by then) and returns,
+    raising that commit's error if it had one. A kill (even SIGKILL) mid-write leaves the file
+    before it, as with save_state (atomic replace): the run loses at most the update being
+    committed, which resume treats like one never committed. flush() waits until everything
+    submitted is on disk (and raises a write's error); settle() waits without raising, for an
+    exception already on its way out."""
+
+    def __init__(self):
+        self._pool = None
+        self._pending = None
+
+    def write(self, path: Path, state: SearchState, learner_state: dict | None) -> None:
+        meta, learner_state = json.dumps(as_plain(state)), _detached(learner_state)
+        self.flush()
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="wfrl-commit")
+        self._pending = self._pool.submit(_write_state, path, meta, learner_state)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def settle(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.exception()
 
 
 def load_state(path: Path) -> tuple[SearchState, dict | None]:

@@ -341,9 +341,10 @@ def test_compact_update_equals_the_full_width_update(kw, stale):
 
 
 def test_direct_fused_adam_step_equals_torch_adam_step():
-    # _adam_step calls torch's fused Adam kernel itself; after the same gradients, five steps in a
-    # row (the first goes through opt.step, which creates the state), the weights and the state
-    # torch.optim.Adam keeps are the same to the last bit as opt.step's.
+    # _adam_step calls torch's fused Adam kernel itself, the first step too (on the state
+    # _adam_first_state creates as torch would); after the same gradients, five steps in a row,
+    # the weights and the state torch.optim.Adam keeps are the same to the last bit as
+    # opt.step's.
     import torch
     cfg = PPOConfig(hidden=16)
     a, b = PPOLearner(cfg, seed=4), PPOLearner(cfg, seed=4)
@@ -478,3 +479,36 @@ def test_an_update_prepared_ahead_equals_one_prepared_in_place(stale, one_thread
     plain.update(full, stale=stale)
     np.testing.assert_array_equal(ahead.flat_weights(), plain.flat_weights())
     assert not np.array_equal(before, ahead.flat_weights())
+
+
+def test_a_learner_never_imports_torch_dynamo():
+    # torch's optimiser methods import torch._dynamo (1.9 s) on first use only to mark
+    # themselves untraceable; wfrl gives them that mark (_eager_optimizer_methods) and makes the
+    # first Adam step itself: a learner's whole life — updates, state, load_state — in a fresh
+    # interpreter leaves torch._dynamo unimported.
+    import subprocess
+    import sys
+    code = """
+import sys
+import numpy as np
+from wfrl.ppo.batch import Batch
+from wfrl.ppo.learner import PPOConfig, PPOLearner
+rng = np.random.default_rng(0)
+n = 64
+lrn = PPOLearner(PPOConfig(hidden=16, clip_per_net=True), seed=1)
+batch = Batch(obs=rng.random((n, lrn.net.in_dim), dtype=np.float32),
+              actions=rng.integers(0, 145, n).astype(np.int32),
+              logprobs=np.full(n, -5.0, np.float32), values=np.zeros(n, np.float32),
+              advantages=rng.standard_normal(n).astype(np.float32),
+              returns=rng.standard_normal(n).astype(np.float32))
+before = lrn.flat_weights()
+for stale in (False, True, False):
+    lrn.update(batch, stale=stale)
+state = lrn.state()
+PPOLearner(PPOConfig(hidden=16, clip_per_net=True), seed=2).load_state(state)
+assert not np.array_equal(before, lrn.flat_weights())
+print("dynamo" if "torch._dynamo" in sys.modules else "no dynamo")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "no dynamo"

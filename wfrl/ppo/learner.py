@@ -36,6 +36,26 @@ from wfrl.ppo.head import head_loss, head_pass
 from wfrl.ppo.policy import ActorCritic
 
 
+def _eager_optimizer_methods() -> None:
+    """torch.optim.Optimizer's state_dict, load_state_dict, zero_grad and add_param_group (which
+    its __init__ calls) are wrapped by torch._compile._disable_dynamo, which imports torch._dynamo
+    (about 800 modules: 1.9 s on the 2-core machine, before a run's first update) on its first
+    call, only to mark the method as not to be traced by torch.compile. wfrl never compiles, so
+    each method is given its own undecorated function as that mark (the wrapper's cache
+    attribute, `__dynamo_disable`): the same function runs, without the import. A torch whose
+    wrapper looks otherwise is left as it is (the import then happens as before)."""
+    for name in ("state_dict", "load_state_dict", "zero_grad", "add_param_group"):
+        method = torch.optim.Optimizer.__dict__.get(name)
+        fn = getattr(method, "__wrapped__", None)
+        wrapper = getattr(getattr(method, "__code__", None), "co_qualname", "")
+        if fn is not None and wrapper.startswith("_disable_dynamo.") \
+                and getattr(fn, "__dynamo_disable", None) is None:
+            fn.__dynamo_disable = fn
+
+
+_eager_optimizer_methods()
+
+
 def _adam(params, lr: float, fused: bool):
     """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later)."""
     params = list(params)
@@ -581,10 +601,28 @@ class PPOLearner:
         optimiser's own state tensors, as torch.optim.Adam calls them — the same numbers, and
         the state it saves. Falls back to opt.step() for the first step (the state does not
         exist yet) and for anything but a plain fused Adam."""
+        self._adam_first_state()
         if not self._adam_direct():
             self.opt.step()
             return
         self._adam_params(self.opt.param_groups[0]["params"])
+
+    def _adam_first_state(self) -> None:
+        """Before the first step of a plain fused Adam: its state as torch.optim.Adam creates it
+        (a float32 step of 0 and zero moments per parameter), so that the first step too is the
+        kernel call of _adam_params — the same numbers as opt.step() (tests/test_learner.py),
+        without the torch._dynamo import its decorator makes on first use (1.9 s)."""
+        opt = self.opt
+        group = opt.param_groups[0]
+        if (len(opt.param_groups) != 1 or not group.get("fused") or group["amsgrad"]
+                or group["weight_decay"] or group.get("decoupled_weight_decay")
+                or group["maximize"] or group.get("capturable") or group.get("differentiable")
+                or any(opt.state.get(p) for p in group["params"])):
+            return
+        for p in group["params"]:
+            opt.state[p] = {"step": torch.zeros((), dtype=torch.float32),
+                            "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                            "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
 
     def _adam_direct(self) -> bool:
         """Whether _adam_params may step the optimiser (a plain fused Adam whose state exists)."""

@@ -222,3 +222,35 @@ def test_bench_collectors_json():
 def test_help_works():
     res = wfrl("train", "--help")
     assert res.returncode == 0 and "--workflow" in res.stdout and "--alignment-lambda" in res.stdout
+
+
+@pytest.mark.parametrize("args,code,teardown", [
+    (["train", "--workflow", "bogus"], 2, False),       # the command returns: quick exit
+    (["eval", "--help"], 0, True),                       # SystemExit: the ordinary exit
+])
+def test_python_m_wfrl_leaves_after_the_exit_handlers(tmp_path, args, code, teardown):
+    # After a command returns, `python -m wfrl` stops its threads (a thread pool's too), runs every
+    # exit handler and then leaves with its exit code, without Python's module teardown (1.0 s a run); an object that would speak only
+    # at teardown stays silent then, and speaks where the command ends by SystemExit.
+    marker = tmp_path / "teardown"
+    (tmp_path / "latemod.py").write_text(     # a module whose object speaks when torn down
+        "class Late:\n"
+        "    def __del__(self, open=open):\n"
+        f"        open({str(marker)!r}, 'w').write('ran')\n"
+        "late = Late()\n")
+    script = (
+        "import atexit, runpy, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import latemod\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"   # a pool alive at the exit
+        "pool = ThreadPoolExecutor(1); pool.submit(int).result()\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'handler')!r}, 'w').write('ran'))\n"
+        f"sys.argv = ['wfrl', *{args!r}, '--out', {str(tmp_path / 'run')!r}]\n"
+        "runpy.run_module('wfrl', run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == code, out.stderr
+    assert (tmp_path / "handler").exists()               # exit handlers ran either way
+    assert marker.exists() == teardown
+    if code == 2:
+        assert out.stderr.startswith("wfrl: error: unknown unit type 'bogus'")

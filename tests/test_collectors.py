@@ -19,12 +19,15 @@ from wfrl.workflow import Workflow
 WF = Workflow.parse("critical_first")
 
 
-def _collect(name, backend, n, first=7, n_workers=2, kill=False):
+def _collect(name, backend, n, first=7, n_workers=2, kill=False, spread=False, tasks=None):
     c = make_collector(name, backend, "RedMeanderAgent", 32, 5, 1.5, False, n_workers, n)
     assert isinstance(c, Collector)
     try:
         killer = _Killer(c) if kill else None
-        stats = c.collect(perturbed_weights(), 3, WF, first, n)
+        if tasks is not None:            # count the tasks the async collector submits
+            submit = c.pool.submit
+            c.pool.submit = lambda *a, **k: (tasks.append(len(a[1])), submit(*a, **k))[1]
+        stats = c.collect(perturbed_weights(), 3, WF, first, n, spread=spread)
         if killer:
             killer.join()
             assert killer.killed, "no worker was caught mid-episode"
@@ -80,6 +83,19 @@ def test_parallel_collectors_equal_sequential_on_sim(name):
     par = _collect(name, "sim", n)
     assert (seq[1]["lengths"] == 100).all()
     _same_batches(seq, par)
+    assert not leaked_segments(os.getpid())
+
+
+def test_a_spread_batch_is_the_same_batch_on_every_worker():
+    # spread=True (the caller waits with nothing else to do): the async collector splits a
+    # simulator batch into one task per worker instead of one task of up to 64 episodes — the
+    # same episodes, rows and statistics as the sequential collector's.
+    n = 37
+    seq = _collect("sequential", "sim", n, spread=True)
+    one, split = [], []
+    _same_batches(seq, _collect("async", "sim", n, tasks=one))
+    _same_batches(seq, _collect("async", "sim", n, spread=True, tasks=split))
+    assert (one, split) == ([37], [19, 18])
     assert not leaked_segments(os.getpid())
 
 

@@ -45,7 +45,8 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
     """Collect n episodes with the learner's current weights, then one PPO update on them.
     Returns (episode stats, update stats, collection seconds, update seconds)."""
     t0 = time.perf_counter()
-    eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n)
+    eps = collector.collect(learner.flat_weights(), learner.version, wf, first_episode, n,
+                            spread=True)
     t1 = time.perf_counter()
     batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net(),
                      first_fix=first_fix_reward(ppo_cfg, collector))
@@ -143,7 +144,7 @@ class LearnerSteps:
         else:
             self.cancel()
             weights, version = behaviour or (learner.flat_weights(), learner.version)
-            eps = self.collector.collect(weights, version, wf, first_episode, n)
+            eps = self.collector.collect(weights, version, wf, first_episode, n, spread=True)
             t_collect = time.perf_counter() - t0
             batch = prepared = None
         t1 = time.perf_counter()
@@ -251,7 +252,7 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
     while len(returns) < n:
         k = min(chunk, n - len(returns))
         eps = collector.collect(learner.flat_weights(), learner.version, wf,
-                                first_episode + len(returns), k)
+                                first_episode + len(returns), k, spread=True)
         returns += [e.env_return for e in eps]
         comps += [e.compliance for e in eps]
     r = np.asarray(returns, dtype=np.float64)

@@ -43,14 +43,18 @@ class AsyncCollector(SharedCollectorBase):
         self._start_pool()
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
-                n_episodes: int) -> list[EpisodeStats]:
+                n_episodes: int, spread: bool = False) -> list[EpisodeStats]:
         if n_episodes > self.n_rows:
             raise ValueError(f"{n_episodes} episodes do not fit {self.n_rows} rows")
         self.board.publish(weights, version)
         self.buffer.clear()
-        pending = [(list(range(first_episode + s, first_episode + min(s + self.chunk, n_episodes))),
-                    list(range(s, min(s + self.chunk, n_episodes))))
-                   for s in range(0, n_episodes, self.chunk)]
+        # spread: one task per worker — nobody else needs the cores (a batch collected while the
+        # learner updates stays one task of up to `chunk` episodes, leaving it a core)
+        chunk = (min(self.chunk, -(-n_episodes // self.n_workers)) if spread and n_episodes
+                 else self.chunk)
+        pending = [(list(range(first_episode + s, first_episode + min(s + chunk, n_episodes))),
+                    list(range(s, min(s + chunk, n_episodes))))
+                   for s in range(0, n_episodes, chunk)]
         while pending:
             futures, broken = {}, False
             for eps, rows in pending:

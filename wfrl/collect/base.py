@@ -24,12 +24,14 @@ class Collector(Protocol):
     collect() fills rows 0..n_episodes-1 of `buffer` (a wfrl._core.TrajectoryBuffer) with global
     episodes first_episode..first_episode+n_episodes-1, each seeded by its number (so every
     collector produces the same episodes), and returns their statistics in that order. close()
-    ends the collector's processes and releases its shared memory."""
+    ends the collector's processes and releases its shared memory. spread=True: the caller waits
+    for this batch with nothing else to do (an evaluation, a visit's first batch) — a collector
+    that plays a batch as tasks may then split it over all its workers (the same episodes)."""
 
     buffer: object
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
-                n_episodes: int) -> list[EpisodeStats]: ...
+                n_episodes: int, spread: bool = False) -> list[EpisodeStats]: ...
 
     def close(self) -> None: ...
 

@@ -800,7 +800,7 @@ class RayCollector:
     # -- collection -----------------------------------------------------------------------
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
-                n_episodes: int) -> list[EpisodeStats]:
+                n_episodes: int, spread: bool = False) -> list[EpisodeStats]:
         try:
             return self._collect(weights, version, workflow, first_episode, n_episodes)
         except SystemExit:

@@ -24,7 +24,7 @@ class SequentialCollector:
         self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN))
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
-                n_episodes: int) -> list[EpisodeStats]:
+                n_episodes: int, spread: bool = False) -> list[EpisodeStats]:
         policy = make_policy(weights, self.hidden, workflow, self.lam, self.count_foothold)
         self.buffer.clear()
         return run_episodes(self.backend, policy, np.arange(first_episode, first_episode + n_episodes),

@@ -136,7 +136,7 @@ class SyncCollector(SharedCollectorBase):
         return result.get("ok", False)
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
-                n_episodes: int) -> list[EpisodeStats]:
+                n_episodes: int, spread: bool = False) -> list[EpisodeStats]:
         if n_episodes > self.n_rows:
             raise ValueError(f"{n_episodes} episodes do not fit {self.n_rows} rows")
         self.board.publish(weights, version)

@@ -177,10 +177,10 @@ def _minibatch_advantages(adv, weight, sl):
 
 class Prepared:
     """The parts of an update that depend only on its batch and on where the learner's generator
-    stands when the update starts, made ahead on the thread that built the batch (prepare_update)
-    while the learner is still busy with the update before: the batch as tensors, the _Compact
-    plan, the epochs' permutations, and for every epoch the gathered input rows, actions, masks,
-    returns and per-minibatch normalised advantages. An update given one uses it only when it
+    stands when the update starts, made ahead on the thread that built the batch
+    (PPOLearner.preparer) while the learner is still busy with the update before: the batch as
+    tensors, the _Compact plan, the epochs' permutations, and for every epoch the gathered input
+    rows, actions, masks, returns and per-minibatch normalised advantages. An update given one uses it only when it
     fits exactly — the same batch size, epochs, minibatches and plan setting, and the learner's
     generator at state_in (the permutations are then the ones the update would draw itself) —
     and otherwise prepares nothing differently: it draws and gathers as before. Either way the
@@ -289,7 +289,7 @@ class PPOLearner:
         stale: the batch was played by weights older than the learner's (overlap); with
         cfg.decoupled the update then uses the decoupled objective (see proximal_weights). The
         reference path (reference=True) is ordinary PPO only and refuses a stale batch then.
-        prepared: this batch's Prepared (made ahead by prepare()), used where it fits."""
+        prepared: this batch's Prepared (made ahead by preparer()), used where it fits."""
         if self.reference:
             if stale and self.cfg.decoupled:
                 raise ValueError("the reference update has no decoupled objective for a stale batch")
@@ -405,8 +405,8 @@ class PPOLearner:
         one — the update on a batch of `before` rows comes first (0: none) — or None where no
         update would use it; safe to call on another thread while this learner updates (it
         reads a copy of the generator's state taken now)."""
-        if not (self.split and self.manual and self.cfg.clip_per_net and self.cfg.target_kl == 0):
-            return lambda batch: None     # (no split update to use it: _split_ok)
+        if not self._split_possible():
+            return lambda batch: None     # (no split update would use it)
         cfg, compact, state = self.cfg, self.compact, self._gen.get_state()
         return lambda batch: Prepared(cfg, compact, batch, state, before)
 
@@ -488,13 +488,18 @@ class PPOLearner:
         """Whether this update may run the actor's and the critic's steps on two threads
         (_split_epochs): they are independent exactly when each network's gradient norm is
         clipped alone and nothing couples their steps — no KL stop (decided by the actor, it
-        would stop the critic's step too), no per-step callback, and Adam's state exists (its
-        first step goes through torch's opt.step). And torch runs each operation on one thread
+        would stop the critic's step too), no per-step callback, and Adam's state exists (made
+        by the first step, which runs on one thread). And torch runs each operation on one thread
         (--learner-threads 1, the default): two threads issuing multi-threaded operations would
         share one OpenMP pool."""
+        return (self._split_possible() and between is None and torch.get_num_threads() == 1
+                and self._adam_direct())
+
+    def _split_possible(self) -> bool:
+        """The part of _split_ok that the learner's settings decide once: the split is enabled,
+        the backward is the hand-written one, each network is clipped alone, no KL stop."""
         cfg = self.cfg
-        return (self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
-                and between is None and torch.get_num_threads() == 1 and self._adam_direct())
+        return self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
 
     def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a
@@ -599,8 +604,8 @@ class PPOLearner:
         """opt.step() for the fused Adam, without the ~0.3 ms of Python around its kernel per call
         (a tenth of a minibatch step): the step counters and torch's fused kernel, on the
         optimiser's own state tensors, as torch.optim.Adam calls them — the same numbers, and
-        the state it saves. Falls back to opt.step() for the first step (the state does not
-        exist yet) and for anything but a plain fused Adam."""
+        the state it saves; the first step too, on the state _adam_first_state creates. Falls
+        back to opt.step() for anything but a plain fused Adam."""
         self._adam_first_state()
         if not self._adam_direct():
             self.opt.step()
@@ -613,24 +618,28 @@ class PPOLearner:
         kernel call of _adam_params — the same numbers as opt.step() (tests/test_learner.py),
         without the torch._dynamo import its decorator makes on first use (1.9 s)."""
         opt = self.opt
-        group = opt.param_groups[0]
-        if (len(opt.param_groups) != 1 or not group.get("fused") or group["amsgrad"]
-                or group["weight_decay"] or group.get("decoupled_weight_decay")
-                or group["maximize"] or group.get("capturable") or group.get("differentiable")
-                or any(opt.state.get(p) for p in group["params"])):
+        params = opt.param_groups[0]["params"]
+        if not self._adam_plain() or any(opt.state.get(p) for p in params):
             return
-        for p in group["params"]:
+        for p in params:
             opt.state[p] = {"step": torch.zeros((), dtype=torch.float32),
                             "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                             "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
 
-    def _adam_direct(self) -> bool:
-        """Whether _adam_params may step the optimiser (a plain fused Adam whose state exists)."""
+    def _adam_plain(self) -> bool:
+        """Whether the optimiser is a plain fused Adam: one group, none of amsgrad, weight
+        decay, maximize, capturable or differentiable — what _adam_params calls torch's kernel
+        for."""
         opt = self.opt
         group = opt.param_groups[0]
         return not (len(opt.param_groups) != 1 or not group.get("fused") or group["amsgrad"]
                     or group["weight_decay"] or group.get("decoupled_weight_decay")
-                    or group["maximize"] or not all(opt.state.get(p) for p in group["params"]))
+                    or group["maximize"] or group.get("capturable") or group.get("differentiable"))
+
+    def _adam_direct(self) -> bool:
+        """Whether _adam_params may step the optimiser (a plain fused Adam whose state exists)."""
+        return self._adam_plain() and all(self.opt.state.get(p)
+                                          for p in self.opt.param_groups[0]["params"])
 
     def _adam_params(self, params) -> None:
         """torch's fused Adam kernel on `params` (some or all of the optimiser's): elementwise,

@@ -59,17 +59,71 @@ static inline void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
     }
 }
 
-/* y = b + Σ_i x[i]·Wt[i, :] (optionally tanh), skipping zero inputs. Each output is its own
- * sum, taken over the inputs in order, so vectorising over outputs changes no bit. */
-static inline void wfrl_dense_t(const float *Wt, const float *b, const float *x, int in, int out,
-                                int apply_tanh, float *restrict y)
+#if defined(__GNUC__)
+/* 16 floats as one vector value (GCC/Clang vector extension; each clone lowers it to the widest
+ * registers it has). The "u" type may sit at any float-aligned address. */
+typedef float wfrl_f16 __attribute__((vector_size(64)));
+typedef float wfrl_f16u __attribute__((vector_size(64), aligned(4), may_alias));
+#endif
+
+/* The positions of x[0..n)'s nonzero entries, in order, into idx (branch-free: the sparse 0/1
+ * observation's zeros fall in no predictable pattern); returns how many. */
+static inline WFRL_ALWAYS_INLINE int wfrl_nonzero(const float *x, int n, int *restrict idx)
 {
-    memcpy(y, b, (size_t)out * sizeof(float));
-    for (int i = 0; i < in; ++i) {
-        const float xi = x[i];
-        if (xi == 0.0f) continue;
-        const float *restrict col = Wt + (int64_t)i * out;
-        for (int o = 0; o < out; ++o) y[o] += xi * col[o];
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+        idx[k] = i;
+        k += x[i] != 0.0f;
+    }
+    return k;
+}
+
+/* y = b + Σ_i x[i]·Wt[i, :] over the nonzero inputs nz[0..nnz) (wfrl_nonzero), optionally tanh.
+ * Each output is its own sum, taken over the inputs in order (a multiply, then an add: the
+ * build does not contract them), so vectorising over outputs changes no bit. Blocks of 64
+ * outputs (then of 16) keep their sums in vector registers for the whole pass over the inputs,
+ * instead of loading and storing y once per input — a store-to-load chain per input that made
+ * this loop most of a rollout step; the last outputs (the 145th logit, the value) are scalar
+ * sums. Same operations in the same order in every path, so the same bits. */
+static inline WFRL_ALWAYS_INLINE void wfrl_dense_t(const float *Wt, const float *b,
+                                                   const float *x, const int *nz, int nnz,
+                                                   int out, int apply_tanh, float *restrict y)
+{
+    int o0 = 0;
+#if defined(__GNUC__)
+    for (; o0 + 64 <= out; o0 += 64) {
+        wfrl_f16 s0 = *(const wfrl_f16u *)(b + o0), s1 = *(const wfrl_f16u *)(b + o0 + 16);
+        wfrl_f16 s2 = *(const wfrl_f16u *)(b + o0 + 32), s3 = *(const wfrl_f16u *)(b + o0 + 48);
+        for (int k = 0; k < nnz; ++k) {
+            const int i = nz[k];
+            const float xi = x[i];
+            const float *col = Wt + (int64_t)i * out + o0;
+            s0 = s0 + xi * *(const wfrl_f16u *)col;
+            s1 = s1 + xi * *(const wfrl_f16u *)(col + 16);
+            s2 = s2 + xi * *(const wfrl_f16u *)(col + 32);
+            s3 = s3 + xi * *(const wfrl_f16u *)(col + 48);
+        }
+        *(wfrl_f16u *)(y + o0) = s0;
+        *(wfrl_f16u *)(y + o0 + 16) = s1;
+        *(wfrl_f16u *)(y + o0 + 32) = s2;
+        *(wfrl_f16u *)(y + o0 + 48) = s3;
+    }
+    for (; o0 + 16 <= out; o0 += 16) {
+        wfrl_f16 s0 = *(const wfrl_f16u *)(b + o0);
+        for (int k = 0; k < nnz; ++k) {
+            const int i = nz[k];
+            s0 = s0 + x[i] * *(const wfrl_f16u *)(Wt + (int64_t)i * out + o0);
+        }
+        *(wfrl_f16u *)(y + o0) = s0;
+    }
+#endif
+    for (; o0 < out; ++o0) {
+        float s0 = b[o0];
+        for (int k = 0; k < nnz; ++k) {
+            const int i = nz[k];
+            s0 = s0 + x[i] * Wt[(int64_t)i * out + o0];
+        }
+        y[o0] = s0;
     }
     if (apply_tanh)
         for (int o = 0; o < out; ++o) y[o] = wfrl_tanh(y[o]);
@@ -96,12 +150,19 @@ static void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
     const float *cb2 = p; p += H;
     const float *cw3 = p; p += H;
     const float *cb3 = p;
-    wfrl_dense_t(aw1, ab1, x, I, H, 1, h1);
-    wfrl_dense_t(aw2, ab2, h1, H, H, 1, h2);
-    wfrl_dense_t(aw3, ab3, h2, H, A, 0, logits);
-    wfrl_dense_t(cw1, cb1, x, I, H, 1, h1);
-    wfrl_dense_t(cw2, cb2, h1, H, H, 1, h2);
-    wfrl_dense_t(cw3, cb3, h2, H, 1, 0, value);
+    int nz_x[WFRL_MAX_IN_DIM], nz[WFRL_MAX_HIDDEN];
+    const int nnz_x = wfrl_nonzero(x, I, nz_x);   /* both first layers read x */
+    int nnz;
+    wfrl_dense_t(aw1, ab1, x, nz_x, nnz_x, H, 1, h1);
+    nnz = wfrl_nonzero(h1, H, nz);
+    wfrl_dense_t(aw2, ab2, h1, nz, nnz, H, 1, h2);
+    nnz = wfrl_nonzero(h2, H, nz);
+    wfrl_dense_t(aw3, ab3, h2, nz, nnz, A, 0, logits);
+    wfrl_dense_t(cw1, cb1, x, nz_x, nnz_x, H, 1, h1);
+    nnz = wfrl_nonzero(h1, H, nz);
+    wfrl_dense_t(cw2, cb2, h1, nz, nnz, H, 1, h2);
+    nnz = wfrl_nonzero(h2, H, nz);
+    wfrl_dense_t(cw3, cb3, h2, nz, nnz, 1, 0, value);
 }
 
 /* Logit given to a masked action: exp() of it underflows to exactly 0 in float and double, and

@@ -40,6 +40,48 @@ def test_c_forward_equals_torch(hidden):
         np.testing.assert_allclose(values, vt.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def _in_order_forward(w, hidden, x):
+    """The C forward's arithmetic, spelled out: each layer's output starts at its bias and adds
+    x[i]·W[:, i] for every nonzero input i in order — a float32 multiply, then a float32 add —
+    and the hidden layers take the compiled tanh (_core.fastmath)."""
+    from wfrl import _core
+    from wfrl.ppo.netspec import layer_shapes
+    shapes = layer_shapes(hidden, x.shape[0])
+    layers, off = [], 0
+    for out, inp in shapes:
+        W = w[off:off + out * inp].reshape(out, inp)
+        off += out * inp
+        layers.append((W, w[off:off + out]))
+        off += out
+
+    def net(three, h):
+        for k, (W, b) in enumerate(three):
+            y = b.copy()
+            for i in np.flatnonzero(h):
+                y = y + h[i] * W[:, i]
+            h = _core.fastmath(np.ascontiguousarray(y), "tanh") if k < 2 else y
+        return h
+    return net(layers[:3], x), net(layers[3:], x)[0]
+
+
+@pytest.mark.parametrize("hidden", [1, 16, 64, 80, 150])
+def test_c_forward_is_the_in_order_sum_bit_for_bit(hidden):
+    """The compiled forward keeps blocks of 64 (then 16) outputs in vector registers and the rest
+    as scalar sums; every path must give the bits of the plain in-order loop (widths that use
+    each path: 145 logits = 2 blocks of 64 + 16 + 1; hidden 80 = 64 + 16; 150 = 128 + 16 + 6)."""
+    m = _model(hidden, hidden + 1)
+    w = m.flat_weights().astype(np.float32)
+    rng = np.random.default_rng(hidden)
+    x = (rng.random((6, 77)) < 0.3).astype(np.float32) * rng.normal(size=(6, 77)).astype(np.float32)
+    x[0] = 0.0                    # no input at all: the biases
+    x[1, :5] = -0.0               # negative zeros are zeros
+    logits, values = mlp_forward(w, hidden, x)
+    for r in range(len(x)):
+        want_logits, want_value = _in_order_forward(w, hidden, x[r])
+        assert np.array_equal(logits[r], want_logits.astype(np.float32))
+        assert values[r] == np.float32(want_value)
+
+
 def test_c_forward_rejects_bad_weights():
     with pytest.raises(ValueError):
         mlp_forward(np.zeros(10, np.float32), 64, np.zeros((1, 77), np.float32))

@@ -254,3 +254,39 @@ def test_python_m_wfrl_leaves_after_the_exit_handlers(tmp_path, args, code, tear
     assert marker.exists() == teardown
     if code == 2:
         assert out.stderr.startswith("wfrl: error: unknown unit type 'bogus'")
+
+
+@pytest.mark.parametrize("argv,environ,want", [
+    (["train"], {}, "PASSIVE"),
+    (["train", "--learner-threads", "1"], {}, "PASSIVE"),
+    (["train", "--learner-threads", "2"], {}, None),          # a multi-threaded learner spins
+    (["train", "--learner-threads=4"], {}, None),
+    (["train"], {"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),      # the user's own choice stays
+])
+def test_python_m_wfrl_lets_idle_openmp_threads_sleep(argv, environ, want):
+    from wfrl.__main__ import quiet_openmp
+    env = dict(environ)
+    quiet_openmp(argv, env)
+    assert env.get("OMP_WAIT_POLICY") == want
+
+
+def test_python_m_wfrl_sets_the_policy_before_torch_loads_openmp(tmp_path):
+    # what the process's OpenMP runtime saw: libgomp prints its settings when it starts with
+    # OMP_DISPLAY_ENV=VERBOSE; unset, its policy reads PASSIVE too but it spins 300,000 times
+    # before sleeping (GOMP_SPINCOUNT), set it sleeps at once. torch is first imported by an
+    # exit handler, after `python -m wfrl` ran (a command that fails before needing torch).
+    script = ("import atexit, runpy, sys\n"
+              "def late():\n"
+              "    import torch\n"
+              "    torch.set_num_threads(2)\n"
+              "    torch.ones(1 << 20).add_(1)\n"     # a parallel region: the runtime is up
+              "atexit.register(late)\n"
+              "sys.argv = ['wfrl', 'train', '--workflow', 'bogus', '--out', "
+              f"{str(tmp_path / 'run')!r}]\n"
+              "runpy.run_module('wfrl', run_name='__main__')\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["OMP_DISPLAY_ENV"] = "VERBOSE"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 2, out.stderr
+    assert "GOMP_SPINCOUNT = '0'" in out.stderr + out.stdout

@@ -4,6 +4,7 @@ CleanRL-style script trains on the vector env with and without a workflow."""
 import importlib.util
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,13 @@ def _load(name):
 
 @pytest.mark.sb3
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_sb3_ppo_beats_the_random_policy(seed, one_thread):
+def test_sb3_ppo_beats_the_random_policy(seed, one_thread, tmp_path, monkeypatch):
     ex = _load("sb3_ppo")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # where SB3 would make its folder
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
     out = ex.main(["--total-timesteps", "8192", "--seed", str(seed), "--eval-episodes", "40"])
+    # no SB3-<date> logger folder left in the temp directory (torch may put its cache there)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("SB3")] == []
     trained, rand = out["trained"], out["random"]
     # same 40 evaluation episodes for both; the margin is several standard errors wide
     margin = 4 * math.hypot(trained["return_se"], rand["return_se"])

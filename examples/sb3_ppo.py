@@ -14,6 +14,7 @@ Needs stable-baselines3 (pip install stable-baselines3), which wfrl itself does 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -60,13 +61,13 @@ def train(total_timesteps=200_000, n_envs=16, n_steps=64, seed=0, red_agent="B_l
     from wfrl.envs.sb3 import SB3VecEnv
     venv = SB3VecEnv(make_env(n_envs, red_agent, seed * 100_003, workflow, lam),
                      info_keys=("env_reward", "compliance"))
-    from stable_baselines3.common.logger import Logger, make_output_format
+    from stable_baselines3.common.logger import HumanOutputFormat, Logger
     model = PPO("MlpPolicy", venv, n_steps=n_steps, batch_size=min(256, n_envs * n_steps),
                 n_epochs=4, learning_rate=learning_rate, gamma=0.99, seed=seed, device="cpu",
                 verbose=verbose)
     # SB3's default logger makes an (empty) SB3-<date> folder in the temp directory on every
     # learn(); this one writes only to stdout, and only when verbose
-    model.set_logger(Logger(None, [make_output_format("stdout", "")] if verbose else []))
+    model.set_logger(Logger(None, [HumanOutputFormat(sys.stdout)] if verbose else []))
     model.learn(total_timesteps)
     return model
 

@@ -39,6 +39,16 @@ def test_sb3_ppo_beats_the_random_policy(seed, one_thread, tmp_path, monkeypatch
 
 
 @pytest.mark.sb3
+def test_sb3_ppo_verbose_logs_to_stdout_only(tmp_path, monkeypatch, capsys, one_thread):
+    ex = _load("sb3_ppo")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    ex.train(total_timesteps=64, n_envs=2, n_steps=32, verbose=1)
+    assert "total_timesteps" in capsys.readouterr().out      # SB3's table, on stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("SB3")] == []
+
+
+@pytest.mark.sb3
 def test_sb3_adapter_contract():
     from stable_baselines3.common.vec_env import VecMonitor
 

@@ -24,28 +24,29 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-def quiet_openmp(argv, environ) -> None:
-    """OMP_WAIT_POLICY=PASSIVE for this process and its workers, unless the user set a policy or
-    asked for a learner on more than one thread (--learner-threads N > 1). With one learner
-    thread (the default) nothing runs torch's OpenMP pool but the occasional operation outside
-    an update — the orthogonal initialisation of each visit's new learner — after which
-    OpenMP's default policy keeps its idle thread spinning: 6 of a default run's ~170 CPU
-    seconds on the 2-core machine, taken from the collectors and the learner. The policy
-    changes when an idle thread sleeps, never what a computation gives (tested: the same
-    training log). Must run before torch is imported: OpenMP reads it once, when it loads."""
-    if "OMP_WAIT_POLICY" in environ:
+SPIN_COUNT = "10000"
+
+
+def quiet_openmp(environ) -> None:
+    """GOMP_SPINCOUNT=10000 for this process and its workers, unless the user set it or an
+    OMP_WAIT_POLICY. How long an idle OpenMP thread spins before it sleeps: 300,000 turns of
+    `pause` by default. In a default run torch's
+    OpenMP pool works only for the orthogonal initialisation of each visit's new learner (MKL's
+    QR), and then its idle thread spun for 3.2 of the first 50 s (0.2 s with this setting),
+    CPU taken from the collectors and the learner. 10,000 turns (well under a millisecond)
+    still hand back-to-back operations of a multi-threaded learner (--learner-threads N) or
+    of `wfrl bench train`'s comparison paths over without a sleep: their rates are unchanged
+    (docs/benchmarks.md), where OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It
+    changes when an idle thread sleeps, never what a computation gives (the same training
+    log). Must run before torch is imported: OpenMP reads it once, when it loads."""
+    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
         return
-    for i, arg in enumerate(argv):
-        value = (argv[i + 1] if arg == "--learner-threads" and i + 1 < len(argv) else
-                 arg.partition("=")[2] if arg.startswith("--learner-threads=") else None)
-        if value is not None and value.strip() != "1":
-            return
-    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 
 # Guarded: spawned collector workers re-import the main module under another name.
 if __name__ == "__main__":
-    quiet_openmp(sys.argv[1:], os.environ)
+    quiet_openmp(os.environ)
     from wfrl.cli import main
     code = main()
     if hasattr(atexit, "_run_exitfuncs") and hasattr(threading, "_shutdown"):

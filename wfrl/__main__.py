@@ -30,10 +30,10 @@ SPIN_COUNT = "10000"
 def quiet_openmp(environ) -> None:
     """GOMP_SPINCOUNT=10000 for this process and its workers, unless the user set it or an
     OMP_WAIT_POLICY. How long an idle OpenMP thread spins before it sleeps: 300,000 turns of
-    `pause` by default. In a default run torch's
-    OpenMP pool works only for the orthogonal initialisation of each visit's new learner (MKL's
-    QR), and then its idle thread spun for 3.2 of the first 50 s (0.2 s with this setting),
-    CPU taken from the collectors and the learner. 10,000 turns (well under a millisecond)
+    `pause` by default. In a default run torch's OpenMP pool works only for the orthogonal
+    initialisation of each visit's new learner (MKL's QR), and then its idle thread spun for
+    3.2 of the first 50 s (0.2 s with this setting), CPU taken from the collectors and the
+    learner. 10,000 turns (well under a millisecond)
     still hand back-to-back operations of a multi-threaded learner (--learner-threads N) or
     of `wfrl bench train`'s comparison paths over without a sleep: their rates are unchanged
     (docs/benchmarks.md), where OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It

@@ -57,11 +57,11 @@ def train(total_timesteps=200_000, n_envs=16, n_steps=64, seed=0, red_agent="B_l
           workflow=None, lam=DEFAULT_LAMBDA, learning_rate=3e-4, verbose=0):
     """Train SB3's PPO (MlpPolicy) on n_envs simulated envs; returns the model."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import HumanOutputFormat, Logger
 
     from wfrl.envs.sb3 import SB3VecEnv
     venv = SB3VecEnv(make_env(n_envs, red_agent, seed * 100_003, workflow, lam),
                      info_keys=("env_reward", "compliance"))
-    from stable_baselines3.common.logger import HumanOutputFormat, Logger
     model = PPO("MlpPolicy", venv, n_steps=n_steps, batch_size=min(256, n_envs * n_steps),
                 n_epochs=4, learning_rate=learning_rate, gamma=0.99, seed=seed, device="cpu",
                 verbose=verbose)

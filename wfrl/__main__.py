@@ -33,12 +33,12 @@ def quiet_openmp(environ) -> None:
     `pause` by default. In a default run torch's OpenMP pool works only for the orthogonal
     initialisation of each visit's new learner (MKL's QR), and then its idle thread spun for
     3.2 of the first 50 s (0.2 s with this setting), CPU taken from the collectors and the
-    learner. 10,000 turns (well under a millisecond)
-    still hand back-to-back operations of a multi-threaded learner (--learner-threads N) or
-    of `wfrl bench train`'s comparison paths over without a sleep: their rates are unchanged
-    (docs/benchmarks.md), where OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It
-    changes when an idle thread sleeps, never what a computation gives (the same training
-    log). Must run before torch is imported: OpenMP reads it once, when it loads."""
+    learner. 10,000 turns (well under a millisecond) still hand back-to-back operations of a
+    multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s comparison paths
+    over without a sleep: their rates are unchanged (docs/benchmarks.md), where
+    OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
+    sleeps, never what a computation gives (the same training log). Must run before torch is
+    imported: OpenMP reads it once, when it loads."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
         return
     environ["GOMP_SPINCOUNT"] = SPIN_COUNT

@@ -169,6 +169,7 @@ cdef extern from "wfrl_cage2.h" nogil:
     ctypedef struct wfrl_cage2:
         int32_t t
         uint8_t ot_running
+    int WFRL_RED_LEADERBOARD
     void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
     void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
@@ -180,6 +181,15 @@ cdef extern from "wfrl_cage2.h" nogil:
 import numpy as np
 
 RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3}
+RED_LEADERBOARD = WFRL_RED_LEADERBOARD
+
+
+def red_kind_code(str red_agent, bint leaderboard=False):
+    """The red kind the C reset takes: the agent's RED_* code, with WFRL_RED_LEADERBOARD set to
+    play by the CybORG code the CAGE2 leaderboard was scored on (wfrl.envs.base.BACKENDS)."""
+    if red_agent not in RED_KINDS:
+        raise ValueError(f"unknown red agent {red_agent!r}")
+    return RED_KINDS[red_agent] | (WFRL_RED_LEADERBOARD if leaderboard else 0)
 
 
 cdef class Cage2Sim:
@@ -192,13 +202,11 @@ cdef class Cage2Sim:
     cdef readonly int red_kind
     cdef object _storage
 
-    def __cinit__(self, Py_ssize_t n, str red_agent):
+    def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
         if n <= 0:
             raise ValueError("Cage2Sim needs at least one env")
-        if red_agent not in RED_KINDS:
-            raise ValueError(f"unknown red agent {red_agent!r}")
         self.n = n
-        self.red_kind = RED_KINDS[red_agent]
+        self.red_kind = red_kind_code(red_agent, leaderboard)
         self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, dtype=np.uint8)
         cdef uint8_t[::1] raw = self._storage
         cdef size_t addr = <size_t>&raw[0]
@@ -622,12 +630,10 @@ cdef class SimSlots:
     cdef readonly int red_kind
     cdef object _storage, _scratch
 
-    def __cinit__(self, Py_ssize_t n, str red_agent):
+    def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
         _need(n > 0, "SimSlots needs at least one slot")
-        if red_agent not in RED_KINDS:
-            raise ValueError(f"unknown red agent {red_agent!r}")
         self.n = n
-        self.red_kind = RED_KINDS[red_agent]
+        self.red_kind = red_kind_code(red_agent, leaderboard)
         self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
         self.slots = <wfrl_slot *>_aligned(self._storage)
         self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
@@ -848,7 +854,8 @@ cdef class Cage2Vec:
         _need(mode in (WFRL_AUTORESET_NEXT_STEP, WFRL_AUTORESET_SAME_STEP, WFRL_AUTORESET_DISABLED),
               f"unknown autoreset mode {mode}")
         for i in range(n):
-            _need(red_kinds[i] <= 3, f"red kind {red_kinds[i]} of env {i} outside [0, 3]")
+            _need((red_kinds[i] & ~WFRL_RED_LEADERBOARD) <= 3,
+                  f"red kind {red_kinds[i]} of env {i} outside [0, 3] (+ RED_LEADERBOARD)")
         self.n = n
         self.mode = mode
         self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, np.uint8)

@@ -97,6 +97,15 @@ static const int8_t cage2_subnet_hosts[N_SUB][5] = {
 /* ---- red agents ---------------------------------------------------------------------------- */
 enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3 };
 
+/* OR-ed into the red kind given to wfrl_cage2_reset: play the episode by the CybORG code the CAGE2
+ * final leaderboard was scored on (cage-challenge-2 before its fixes of 16 and 19 August 2022,
+ * which the installed csle-cyborg 0.0.3 carries). Two differences:
+ *  - a Restore rebuilds the host's processes from a backup that lost every process version, so
+ *    HarakaRCE against the real smtp of a restored User3/User4 fails (event A only, a "Scan");
+ *  - a port scan adds the ports it sees to red's memory of the IP instead of replacing it, so
+ *    ports of decoys red once saw stay remembered after a Restore removed the decoys. */
+#define WFRL_RED_LEADERBOARD 0x10
+
 /* The attacker of an episode of the mixed red (B_line or Meander, one half each), a function of
  * the episode's env seed alone so that every backend and collector plays the same one.
  * Twin: wfrl/envs/base.py:mixed_red_kind. */
@@ -143,6 +152,10 @@ typedef struct {
     uint8_t ports_stored[NH];   /* red stored a routable scan of this IP */
     uint16_t ports_mem[NH];     /* ports remembered from the last routable scan */
     uint8_t ot_known;
+
+    /* -- the leaderboard's CybORG (WFRL_RED_LEADERBOARD) ------------------------------------- */
+    uint8_t leaderboard;
+    uint8_t versions_lost[NH];  /* restored this episode: its processes have no version */
 
     /* -- red agent memory ------------------------------------------------------------------ */
     uint8_t red_kind;
@@ -239,7 +252,8 @@ static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
 static inline int cage2_red_dns(wfrl_cage2 *e, int h)
 {
     if (!cage2_routable(e, h)) return 0;
-    e->ports_mem[h] = cage2_ports_now(e, h);
+    /* the leaderboard's code adds to what red remembered; today's replaces it */
+    e->ports_mem[h] = (uint16_t)(cage2_ports_now(e, h) | (e->leaderboard ? e->ports_mem[h] : 0));
     e->ports_stored[h] = 1;
     cage2_entries *x = &e->entries[h];
     x->n = (uint16_t)(x->n + cage2_conns_now(e, h));
@@ -290,6 +304,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
         cage2_entry(e, h, 1, port, 0, 0);        /* event B */
         return 0;
     }
+    if (x == X_HARAKA && e->versions_lost[h]) return 0; /* version unknown: not < 2.8.9 */
     const int seen = wfrl_rng_uniform(&e->rng) < 0.95;
     if (seen) cage2_entry(e, h, 1, -1, 1, 1);    /* event C: the 4444 callback */
     if (result == R_PRIV) cage2_add_session(&e->n_priv[h]);
@@ -494,6 +509,7 @@ static inline void cage2_restore(wfrl_cage2 *e, int h)
     e->malware[h] = 0;
     e->decoys[h] = 0;
     e->n_vsftpd[h] = 0;
+    e->versions_lost[h] = e->leaderboard;
     if (h == H_OPS0) {
         e->ot_running = 1;
         e->ot_pid_valid = 0; /* bug B1: Impact never stops the service again this episode */
@@ -505,6 +521,8 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
 {
     memset(e, 0, sizeof(*e));
     wfrl_rng_seed(&e->rng, seed);
+    e->leaderboard = (red_kind & WFRL_RED_LEADERBOARD) != 0;
+    red_kind &= ~WFRL_RED_LEADERBOARD;
     e->red_kind = (uint8_t)(red_kind == RED_MIXED ? wfrl_mixed_red_kind(seed) : red_kind);
     e->ot_running = 1;
     e->ot_pid_valid = 1;
@@ -638,7 +656,7 @@ static inline int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, 
     float obs[WFRL_OBS_DIM];
     uint8_t access[NH];
     int64_t total = 0;
-    const int red = e->red_kind;
+    const int red = e->red_kind | (e->leaderboard ? WFRL_RED_LEADERBOARD : 0);
     for (int64_t i = 0; i < n_steps; ++i) {
         if (e->t >= WFRL_EP_LEN) wfrl_cage2_reset(e, wfrl_rng_next(&policy), red);
         total += wfrl_cage2_step(e, (int)wfrl_rng_below(&policy, WFRL_N_ACTIONS), obs, access);

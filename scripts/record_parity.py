@@ -10,8 +10,11 @@ live and requires each replayed episode to match its record exactly.
 
     .venv/bin/python scripts/record_parity.py                 # record (≈ 6,200 episodes, 2 processes)
     .venv/bin/python scripts/record_parity.py --check 0.05    # replay 5 % and compare, write nothing
+    .venv/bin/python scripts/record_parity.py --reference leaderboard   # the leaderboard's code
 
-Recorded on the project's 2-core VM with csle-cyborg 0.0.3 (≈ 16 min).
+Recorded on the project's 2-core VM with csle-cyborg 0.0.3 (≈ 16 min; the leaderboard's
+reference, 2,400 episodes of the two policies that restore hosts, in tests/data/
+cyborg_parity_leaderboard.npz).
 """
 import argparse
 import os
@@ -22,32 +25,37 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_EPISODES, REFERENCE_REDS,
-                         REFERENCE_SEED, REFERENCE_VERSION, concat_records, load_reference,
-                         pair_key, run_episodes, save_reference, summarise)
+from wfrl.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED, REFERENCE_VERSION,
+                         REFERENCES, concat_records, load_reference, pair_key, run_episodes,
+                         save_reference, summarise)
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "cyborg_parity.npz")
+DATA = os.path.join(os.path.dirname(__file__), "..", "tests", "data")
 CHUNK = 50
 
 
-def _chunk(red, policy, start, n):
+def _chunk(backend, red, policy, start, n):
     from wfrl.envs import make_backend
-    return red, policy, start, run_episodes(make_backend("cyborg", red), policy, n,
+    return red, policy, start, run_episodes(make_backend(backend, red), policy, n,
                                             REFERENCE_SEED, start)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--reference", default="installed", choices=sorted(REFERENCES),
+                    help="installed: the installed CybORG (tests/data/cyborg_parity.npz); "
+                         "leaderboard: played by the code the CAGE2 leaderboard was scored on")
+    ap.add_argument("--out", default=None, help="default: tests/data/<the reference's file>")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--check", type=float, default=None, metavar="FRACTION",
                     help="replay this fraction of each pair's recorded episodes and compare")
     a = ap.parse_args(argv)
+    ref = REFERENCES[a.reference]
+    a.out = a.out or os.path.join(DATA, ref.file)
     if a.check is not None:
         return _check(a)
-    tasks = [(red, pol, s, min(CHUNK, REFERENCE_EPISODES[pol] - s))
-             for red in REFERENCE_REDS for pol in BLUE_POLICIES
-             for s in range(0, REFERENCE_EPISODES[pol], CHUNK)]
+    tasks = [(ref.backend, red, pol, s, min(CHUNK, ref.episodes[pol] - s))
+             for red in REFERENCE_REDS for pol in ref.policies
+             for s in range(0, ref.episodes[pol], CHUNK)]
     parts = {}
     t0 = time.time()
     with ProcessPoolExecutor(a.workers, mp_context=get_context("spawn")) as pool:
@@ -56,30 +64,32 @@ def main(argv=None):
             print(f"{red}/{pol} {start}+{rec.n}  ({time.time() - t0:.0f} s)", flush=True)
     summaries, full = {}, {}
     for red in REFERENCE_REDS:
-        for pol in BLUE_POLICIES:
+        for pol in ref.policies:
             rec = concat_records([parts[(red, pol, s)]
-                                  for s in range(0, REFERENCE_EPISODES[pol], CHUNK)])
+                                  for s in range(0, ref.episodes[pol], CHUNK)])
             summaries[pair_key(red, pol)] = summarise(rec)
             if (red, pol) == FULL_TRAJECTORY_PAIR:
                 full[pair_key(red, pol)] = (rec.rewards, rec.obs)
     from importlib.metadata import version
-    meta = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED, "episodes": REFERENCE_EPISODES,
+    meta = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED, "episodes": ref.episodes,
             "reds": list(REFERENCE_REDS), "csle_cyborg": version("csle-cyborg"),
-            "command": "python scripts/record_parity.py", "seconds": round(time.time() - t0)}
+            "backend": ref.backend, "seconds": round(time.time() - t0),
+            "command": "python scripts/record_parity.py --reference " + a.reference}
     save_reference(a.out, summaries, full, meta)
     print(f"wrote {a.out} ({os.path.getsize(a.out) / 1e3:.0f} kB) in {time.time() - t0:.0f} s")
     return 0
 
 
 def _check(a):
+    ref = REFERENCES[a.reference]
     meta, summaries, _ = load_reference(a.out)
     rng = np.random.default_rng()
     tasks = []
     for red in REFERENCE_REDS:
-        for pol in BLUE_POLICIES:
-            n = REFERENCE_EPISODES[pol]
+        for pol in ref.policies:
+            n = ref.episodes[pol]
             for i in rng.choice(n, max(1, int(round(a.check * n))), replace=False):
-                tasks.append((red, pol, int(i), 1))
+                tasks.append((ref.backend, red, pol, int(i), 1))
     bad = 0
     with ProcessPoolExecutor(a.workers, mp_context=get_context("spawn")) as pool:
         for red, pol, i, rec in pool.map(_chunk, *zip(*tasks)):

@@ -11,7 +11,7 @@ that the 1,000-episode means do not show it, and ten times as frequent on CybORG
 (docs/learner.md, the per-network gradient clip); N = 200,000 costs seconds per candidate.
 
     .venv/bin/python scripts/select_checkpoint.py RUN_DIR [RUN_DIR ...] [--top 6] [--episodes 1000]
-        [--seed 4242] [--screen 200000] [--json OUT]
+        [--seed 4242] [--screen 200000] [--backend sim|sim:leaderboard] [--json OUT]
 """
 import argparse
 import csv
@@ -46,13 +46,15 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=4242)
     ap.add_argument("--theta", type=float, default=0.95)
     ap.add_argument("--screen", type=int, default=200_000)
+    ap.add_argument("--backend", default="sim", choices=("sim", "sim:leaderboard"),
+                    help="the simulator by the installed CybORG's code or by the leaderboard's")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = []
     for run in a.runs:
         for path, episodes, train_eval in candidates(run, a.top, a.theta):
-            res = cage2_evaluate({"all": path}, episodes=a.episodes, seed=a.seed, reds=REDS,
-                                 lengths=LENGTHS)
+            res = cage2_evaluate({"all": path}, backend=a.backend, episodes=a.episodes,
+                                 seed=a.seed, reds=REDS, lengths=LENGTHS)
             means = {(s["red_agent"], s["steps"]): s["mean"] for s in res["settings"]}
             comp = min(s["compliance"] for s in res["settings"])
             row = {"checkpoint": path, "episodes": episodes, "training_eval": train_eval,
@@ -62,8 +64,9 @@ def main(argv=None):
                                         for (r, n), m in means.items()}}
             if a.screen:
                 row["catastrophes"] = {
-                    f"{red}-{SCREEN_STEPS}": int((returns(path, red, SCREEN_STEPS, a.screen, a.seed)
-                                                  < CATASTROPHE).sum()) for red in REDS}
+                    f"{red}-{SCREEN_STEPS}": int((returns(path, red, SCREEN_STEPS, a.screen, a.seed,
+                                                          a.backend) < CATASTROPHE).sum())
+                    for red in REDS}
                 row["screen_episodes"] = a.screen
             rows.append(row)
             print(f"{path}: total {row['total']:.2f}  "
@@ -78,7 +81,8 @@ def main(argv=None):
               + (f"  catastrophes {r['catastrophes']}" if a.screen else ""))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"episodes": a.episodes, "seed": a.seed, "screen": a.screen, "rows": rows},
+            json.dump({"backend": a.backend, "episodes": a.episodes, "seed": a.seed,
+                       "screen": a.screen, "rows": rows},
                       f, indent=1)
 
 

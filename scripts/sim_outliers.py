@@ -18,12 +18,13 @@ def first_episode(red: str, steps: int) -> int:
     return ce.episode_block(ce.CAGE2_EPISODE_BASE, settings.index((red, steps)))
 
 
-def returns(ckpt, red: str, steps: int, n: int, seed: int = 153) -> np.ndarray:
+def returns(ckpt, red: str, steps: int, n: int, seed: int = 153, backend: str = "sim") -> np.ndarray:
     """n greedy simulator returns of a checkpoint in one protocol setting (the setting's episode
-    numbers under `seed`, as `wfrl eval --cage2 --seed` numbers them)."""
+    numbers under `seed`, as `wfrl eval --cage2 --seed` numbers them); backend sim or
+    sim:leaderboard."""
     policy = ce.policy_of_checkpoint(ckpt)
     base = first_episode(red, steps)
-    out = [ce._run_task(ce._Task("sim", red, steps, *policy, seed, base + f, min(1000, n - f),
+    out = [ce._run_task(ce._Task(backend, red, steps, *policy, seed, base + f, min(1000, n - f),
                                  True))[0] for f in range(0, n, 1000)]
     return np.concatenate(out)
 

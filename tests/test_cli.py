@@ -1,4 +1,5 @@
 """`python -m wfrl` as a user runs it: training records, evaluation, and bad input."""
+import csv
 import hashlib
 import json
 import math
@@ -135,6 +136,10 @@ def test_training_stops_early_on_compliance(tmp_path):
     (["parity", "--red-agent", "EvilAgent"], "unknown red agent"),
     (["parity", "--episodes", "1"], "at least 2"),
     (["eval", "--checkpoint", "/nonexistent/ck.pt"], "does not exist"),
+    (["train", "--workflow", WF, "--init-from", "/nonexistent/ck.pt"], "does not exist"),
+    (["train", "--workflow", WF, "--init-from", "pretrained:critical_first", "--no-memory"],
+     "its policy is hidden 64, memory on, mask on, this run trains hidden 64, memory off"),
+    (["train", "--backend", "cyborg:leaderbord"], "unknown backend"),
     (["eval", "--checkpoint", "x.pt", "--episodes", "0"], "--episodes must be positive"),
     ([], "required"),
 ])
@@ -287,3 +292,24 @@ def test_python_m_wfrl_sets_the_policy_before_torch_loads_openmp(tmp_path):
                          timeout=120, env=env)
     assert out.returncode == 2, out.stderr
     assert "GOMP_SPINCOUNT = '10000'" in out.stderr + out.stdout
+
+
+def test_init_from_starts_from_the_checkpoints_weights(tmp_path):
+    """--init-from: the run's first batch is played by the named policy (the shipped one defends
+    at about -13 per episode; a fresh network at about -400), its weights moved only by the
+    updates since, and the optimiser fresh."""
+    import torch
+    from wfrl.runlog import load_checkpoint
+    args = ("train", "--workflow", "critical_first", "--red-agent", "mixed", "--total-episodes", 20,
+            "--episodes-per-update", 10, "--collector", "sequential", "--seed", 3)
+    rows = {}
+    for name, extra in (("init", ("--init-from", "pretrained:critical_first")), ("fresh", ())):
+        res = wfrl(*args, *extra, "--out", tmp_path / name)
+        assert res.returncode == 0, res.stderr
+        with open(tmp_path / name / "training_log.csv", newline="") as f:
+            rows[name] = list(csv.DictReader(f))
+    assert float(rows["init"][0]["Env_Reward"]) > -40 > float(rows["fresh"][0]["Env_Reward"])
+    shipped = load_checkpoint("pretrained:critical_first")["model"]
+    mine = torch.load(tmp_path / "init" / "checkpoint.pt", weights_only=True)["model"]
+    drift = max(float((mine[k] - shipped[k]).abs().max()) for k in shipped)
+    assert 0 < drift < 0.1   # two updates of lr 0.002 from the shipped weights

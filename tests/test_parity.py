@@ -1,14 +1,17 @@
 """The compiled simulator against the real CybORG, on every test run.
 
-For each red agent × built-in blue policy: a TOST equivalence test of the mean 100-step return
-(α = 0.05, margin max(5, 3 % |CybORG mean|, 0.15 × CybORG sd)), and checks on distributions a mean
-can hide (step of the first Impact; per-host frequency of each red_access level; frequency of each
-observation bit, overall and per tenth of the episode).
+For each recorded reference (the installed CybORG, and the same played by the code the CAGE2
+leaderboard was scored on: backends cyborg and cyborg:leaderboard) × red agent × blue policy: a
+TOST equivalence test of the mean 100-step return (α = 0.05, margin max(5, 3 % |CybORG mean|,
+0.15 × CybORG sd)), and checks on distributions a mean can hide (step of the first Impact;
+per-host frequency of each red_access level; frequency of each observation bit, overall and per
+tenth of the episode).
 
-The CybORG side is the recorded reference tests/data/cyborg_parity.npz (scripts/record_parity.py:
-6,200 CybORG episodes, deterministic given their seeds), so every run has the full sample's power
-without replaying it; `test_recorded_episodes_replay_exactly` replays a sample live on CybORG and
-requires each episode to match its record bit for bit, and the simulator side is played afresh.
+The CybORG side is a recorded reference in tests/data (scripts/record_parity.py: 6,200 episodes
+of the installed CybORG, 2,400 of the leaderboard's code, deterministic given their seeds), so
+every run has the full sample's power without replaying it;
+`test_recorded_episodes_replay_exactly` replays a sample live on CybORG and requires each episode
+to match its record bit for bit, and the simulator side is played afresh.
 """
 import collections
 import math
@@ -17,13 +20,12 @@ import os
 import numpy as np
 import pytest
 
-from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_EPISODES, REFERENCE_REDS,
-                         REFERENCE_SEED, REFERENCE_VERSION, load_reference, pair_key, run_episodes,
+from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
+                         REFERENCE_VERSION, REFERENCES, load_reference, pair_key, run_episodes,
                          run_sim_episodes, summarise, tost)
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "cyborg_parity.npz")
+DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS
-N_CYBORG = REFERENCE_EPISODES
 N_SIM = 10000
 SEED_SIM = 7
 # Episodes of each pair replayed live on CybORG per run (drawn afresh each run, printed on failure)
@@ -43,22 +45,32 @@ def test_scalar_and_batched_blue_policies_agree():
             assert batch.tolist() == single, pol
 
 
-@pytest.fixture(scope="module")
-def reference():
-    return load_reference(REFERENCE)
+_REFERENCES: dict = {}
 
 
-def test_reference_was_made_by_this_protocol(reference):
-    meta, summaries, full = reference
+def _reference(name):
+    if name not in _REFERENCES:
+        _REFERENCES[name] = load_reference(os.path.join(DATA, REFERENCES[name].file))
+    return _REFERENCES[name]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_reference_was_made_by_this_protocol(name):
+    ref = REFERENCES[name]
+    meta, summaries, full = _reference(name)
     assert meta["version"] == REFERENCE_VERSION and meta["seed"] == REFERENCE_SEED
-    assert meta["episodes"] == REFERENCE_EPISODES and tuple(meta["reds"]) == REDS
-    assert set(summaries) == {pair_key(r, p) for r in REDS for p in BLUE_POLICIES}
+    assert meta["episodes"] == ref.episodes and tuple(meta["reds"]) == REDS
+    assert meta.get("backend", "cyborg") == ref.backend
+    assert set(summaries) == {pair_key(r, p) for r in REDS for p in ref.policies}
     for red in REDS:
-        for pol in BLUE_POLICIES:
+        for pol in ref.policies:
             s = summaries[pair_key(red, pol)]
-            assert s.n == N_CYBORG[pol]
+            assert s.n == ref.episodes[pol]
             assert (s.access_counts.sum(axis=2) == 100).all()       # every step at one level
             assert len(set(s.digest.tolist())) > 1                   # episodes differ
+    if name != "installed":
+        assert not full
+        return
     assert set(full) == {pair_key(*FULL_TRAJECTORY_PAIR)}
     rewards, obs = full[pair_key(*FULL_TRAJECTORY_PAIR)]
     s = summaries[pair_key(*FULL_TRAJECTORY_PAIR)]
@@ -68,19 +80,23 @@ def test_reference_was_made_by_this_protocol(reference):
 
 @pytest.mark.slow
 @pytest.mark.cyborg
-def test_recorded_episodes_replay_exactly(reference):
-    """A fresh sample of recorded episodes, replayed on the installed CybORG, reproduces each
-    record exactly: digest of the whole trajectory, return, first Impact and every count."""
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_recorded_episodes_replay_exactly(name):
+    """A fresh sample of recorded episodes, replayed on the installed CybORG (as is, or by the
+    leaderboard's code), reproduces each record exactly: digest of the whole trajectory, return,
+    first Impact and every count."""
     from wfrl.envs import make_backend
-    meta, summaries, _ = reference
+    ref = REFERENCES[name]
+    meta, summaries, _ = _reference(name)
     rng = np.random.default_rng()
     for red in REDS:
-        backend = make_backend("cyborg", red)
-        for pol in BLUE_POLICIES:
+        backend = make_backend(ref.backend, red)
+        for pol in ref.policies:
             rec = summaries[pair_key(red, pol)]
             for i in sorted(rng.choice(rec.n, N_REPLAY, replace=False).tolist()):
                 live = summarise(run_episodes(backend, pol, 1, REFERENCE_SEED, i))
-                where = f"{red}/{pol} episode {i} (csle-cyborg {meta['csle_cyborg']} recorded)"
+                where = (f"{ref.backend} {red}/{pol} episode {i} "
+                         f"(csle-cyborg {meta['csle_cyborg']} recorded)")
                 assert live.digest[0] == rec.digest[i], where
                 assert live.returns[0] == rec.returns[i], where
                 assert live.first_impact[0] == rec.first_impact[i], where
@@ -89,24 +105,32 @@ def test_recorded_episodes_replay_exactly(reference):
 
 
 @pytest.fixture(scope="module")
-def records(reference):
-    _, cy, full = reference
-    cy = {(r, p): cy[pair_key(r, p)] for r in REDS for p in BLUE_POLICIES}
-    sim_full = {(r, p): run_sim_episodes(r, p, N_SIM, SEED_SIM) for r in REDS for p in BLUE_POLICIES}
-    sim = {k: summarise(v) for k, v in sim_full.items()}
-    return cy, sim, full[pair_key(*FULL_TRAJECTORY_PAIR)], sim_full[FULL_TRAJECTORY_PAIR]
+def records():
+    """{(reference, red, policy): (CybORG summary, simulator summary)}, the simulator played by
+    the reference's code; and B_line/sleep's full trajectories on both (installed code)."""
+    pairs, sim_full = {}, {}
+    for name, ref in REFERENCES.items():
+        _, cy, _ = _reference(name)
+        for r in REDS:
+            for p in ref.policies:
+                sim = run_sim_episodes(r, p, N_SIM, SEED_SIM, ref.leaderboard)
+                if name == "installed" and (r, p) == FULL_TRAJECTORY_PAIR:
+                    sim_full = sim
+                pairs[(name, r, p)] = (cy[pair_key(r, p)], summarise(sim))
+    full = _reference("installed")[2][pair_key(*FULL_TRAJECTORY_PAIR)]
+    return pairs, full, sim_full
 
 
-PAIRS = [(r, p) for r in REDS for p in BLUE_POLICIES]
+PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in REDS for p in ref.policies]
 
 
-@pytest.mark.parametrize("red,policy", PAIRS)
-def test_mean_return_equivalent(records, red, policy):
-    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
-    assert cy.n == N_CYBORG[policy] and sim.n == N_SIM
+@pytest.mark.parametrize("name,red,policy", PAIRS)
+def test_mean_return_equivalent(records, name, red, policy):
+    cy, sim = records[0][(name, red, policy)]
+    assert cy.n == REFERENCES[name].episodes[policy] and sim.n == N_SIM
     res = tost(sim.returns, cy.returns)
     assert res["equivalent"], (
-        f"{red}/{policy}: sim {res['sim']['mean']:.1f}±{res['sim']['se']:.1f} vs cyborg "
+        f"{name} {red}/{policy}: sim {res['sim']['mean']:.1f}±{res['sim']['se']:.1f} vs cyborg "
         f"{res['cyborg']['mean']:.1f}±{res['cyborg']['se']:.1f}, margin {res['margin']:.1f}, "
         f"p {res['p']:.3f}")
 
@@ -119,9 +143,9 @@ def _ks(a, b):
     return float(np.abs(fa - fb).max())
 
 
-@pytest.mark.parametrize("red,policy", PAIRS)
-def test_first_impact_step_distribution(records, red, policy):
-    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
+@pytest.mark.parametrize("name,red,policy", PAIRS)
+def test_first_impact_step_distribution(records, name, red, policy):
+    cy, sim = records[0][(name, red, policy)]
     n, m = cy.n, sim.n
     d = _ks(cy.first_impact, sim.first_impact)
     critical = 1.63 * math.sqrt((n + m) / (n * m))  # two-sample KS, α = 0.01
@@ -136,27 +160,27 @@ def _freq_mismatches(a, b, floor, z):
     return np.argwhere(np.abs(d) > np.maximum(floor, z * se)), a.mean(0), b.mean(0)
 
 
-@pytest.mark.parametrize("red,policy", PAIRS)
-def test_red_access_level_frequencies(records, red, policy):
-    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
+@pytest.mark.parametrize("name,red,policy", PAIRS)
+def test_red_access_level_frequencies(records, name, red, policy):
+    cy, sim = records[0][(name, red, policy)]
     bad, fc, fs = _freq_mismatches(cy.access_freq, sim.access_freq, floor=0.02, z=4.5)
     assert not len(bad), "; ".join(f"host {h} level {lv}: cyborg {fc[h, lv]:.3f} sim {fs[h, lv]:.3f}"
                                    for h, lv in bad)
 
 
-@pytest.mark.parametrize("red,policy", PAIRS)
-def test_observation_bit_frequencies(records, red, policy):
-    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
+@pytest.mark.parametrize("name,red,policy", PAIRS)
+def test_observation_bit_frequencies(records, name, red, policy):
+    cy, sim = records[0][(name, red, policy)]
     bad, fc, fs = _freq_mismatches(cy.obs_freq, sim.obs_freq, floor=0.01, z=4.5)
     assert not len(bad), "; ".join(f"bit {b} (host {b // 4}): cyborg {fc[b]:.3f} sim {fs[b]:.3f}"
                                    for (b,) in bad)
 
 
-@pytest.mark.parametrize("red,policy", PAIRS)
-def test_observation_bits_over_time(records, red, policy):
+@pytest.mark.parametrize("name,red,policy", PAIRS)
+def test_observation_bits_over_time(records, name, red, policy):
     """The same frequencies resolved in time (ten 10-step windows): catches a simulator that is
     right on average but early or late."""
-    cy, sim = records[0][(red, policy)], records[1][(red, policy)]
+    cy, sim = records[0][(name, red, policy)]
     bad, fc, fs = _freq_mismatches(cy.obs_freq_windows, sim.obs_freq_windows, floor=0.03,
                                   z=5.0)
     assert not len(bad), "; ".join(f"steps {10 * w}-{10 * w + 9} bit {b} (host {b // 4}): "
@@ -166,7 +190,7 @@ def test_observation_bits_over_time(records, red, policy):
 def test_bline_vs_sleep_trajectories_are_reproduced_step_by_step(records):
     """Under a sleeping blue, B_line's runs are few: every CybORG trajectory (the 100 rewards and
     the 100 observations) should appear verbatim among the simulator's."""
-    (cy_rewards, cy_obs), sim = records[2], records[3]
+    (cy_rewards, cy_obs), sim = records[1], records[2]
     n = len(cy_rewards)
 
     def keys(tenths, obs):

@@ -20,14 +20,14 @@ import time
 
 
 from wfrl.collect.base import make_collector
-from wfrl.envs.base import EP_LEN
+from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
 
 COLLECTOR_ORDER = ("sequential", "sync", "async", "ray")
 
 
 def bare_episodes_per_s(backend: str, red_agent: str, episodes: int) -> float:
-    if backend == "cyborg":
+    if backend_engine(backend) == "cyborg":
         from wfrl.envs.cyborg import challenge_env
         env = challenge_env(red_agent)
         rng = random.Random(0)
@@ -64,7 +64,7 @@ def bench_collectors(backend: str, n_workers: int, episodes: int, red_agent: str
                      repeats: int | None = None, progress=None) -> list[dict]:
     """Each collector's best of `repeats` timed collections (default: 3 on the simulator, where a
     run takes about a second and the machine's noise matters, 1 on CybORG)."""
-    repeats = repeats or (1 if backend == "cyborg" else 3)
+    repeats = repeats or (1 if backend_engine(backend) == "cyborg" else 3)
     from wfrl.ppo.policy import ActorCritic
     import torch
     torch.manual_seed(seed)

@@ -112,7 +112,7 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
                    progress=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red). Returns the JSON-ready result (see `format_table`)."""
-    from wfrl.envs.base import check_backend
+    from wfrl.envs.base import backend_engine, check_backend
     check_backend(backend)
     if episodes < 1:
         raise UserError(f"--episodes must be positive (got {episodes})")
@@ -122,7 +122,7 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
         if path not in loaded:
             loaded[path] = policy_of_checkpoint(path, workflow)
     settings = [(red, steps) for red in reds for steps in lengths]
-    chunk = CHUNK[backend]
+    chunk = CHUNK[backend_engine(backend)]
     tasks = []
     for k, (red, steps) in enumerate(settings):
         weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
@@ -131,7 +131,7 @@ def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000
             tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
                                    base + first, min(chunk, episodes - first), greedy)))
     if n_workers is None:
-        n_workers = min(2, os.cpu_count() or 1) if backend == "cyborg" else 1
+        n_workers = min(2, os.cpu_count() or 1) if backend_engine(backend) == "cyborg" else 1
     parts: dict[int, list] = {k: [] for k in range(len(settings))}
     if n_workers <= 1:
         for k, t in tasks:

@@ -350,7 +350,8 @@ def _cmd_bench(a) -> int:
     cfg = BenchCollectorsConfig(**_given(a, _names(BenchCollectorsConfig))).validate()
     from wfrl.benchmarks import bench_collectors
     from wfrl.envs import make_backend
-    episodes = cfg.episodes or (40 if cfg.backend == "cyborg" else 2000)
+    from wfrl.envs.base import backend_engine
+    episodes = cfg.episodes or (40 if backend_engine(cfg.backend) == "cyborg" else 2000)
     make_backend(cfg.backend, cfg.red_agent).close()  # a missing extra fails here, in one line
 
     def show(row):

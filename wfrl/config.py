@@ -68,6 +68,9 @@ def _backend(name, value):
     check_backend(value)
 
 
+BACKEND_METAVAR = "sim|cyborg[:leaderboard]"
+
+
 def _red_agent(name, value):
     from wfrl.envs.base import check_red_agent
     check_red_agent(value)
@@ -324,8 +327,10 @@ COLLECTOR_METAVAR = "sequential|sync|async|ray|auto"
 @dataclass
 class _RunSettings(Settings):
     """Settings a single-workflow run and a search share, with the same defaults."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
-    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG)."""
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG); with :leaderboard
+    (sim:leaderboard, cyborg:leaderboard), played by the CybORG code the CAGE2 final leaderboard
+    was scored on (docs/learner.md, "The leaderboard's CybORG")."""
     n_workers: int = setting(2, check=positive)
     """Worker processes / actors of the parallel collectors."""
     red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
@@ -375,6 +380,10 @@ class TrainConfig(_RunSettings):
     keep the best as best.pt (0: never)."""
     eval_episodes: int = setting(500, check=positive)
     """Episodes of each periodic evaluation."""
+    init_from: str | None = setting(None, metavar="CHECKPOINT")
+    """Start from this policy's weights (a checkpoint file or pretrained:NAME) with a fresh
+    optimiser — fine-tuning, e.g. a shipped policy on another backend. Its network (hidden width,
+    memory, mask) must be this run's."""
 
     def parsed_workflow(self):
         from wfrl.workflow import Workflow
@@ -462,7 +471,7 @@ class ExhaustiveConfig(Settings):
     """Evaluation episodes per workflow."""
     alignment_lambda: float = setting(30.0, check=non_negative)
     """λ: weight of the compliance alignment reward."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
     collector: str = setting("sequential", check=_collector,
                              metavar="sequential|sync|async|ray|auto")
@@ -506,7 +515,7 @@ class EvalConfig(Settings):
     """Evaluating a checkpoint (`wfrl eval`)."""
     checkpoint: str | None = None
     """Checkpoint file, or pretrained:NAME for a policy shipped with wfrl."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
     """Environment backend to evaluate on."""
     red_agent: str = setting("B_lineAgent", check=_red_agent,
                              metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
@@ -532,7 +541,7 @@ class Cage2EvalConfig(Settings):
     """The policy that plays B_lineAgent (default: --checkpoint)."""
     checkpoint_meander: str | None = None
     """The policy that plays RedMeanderAgent (default: --checkpoint)."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
     episodes: int = setting(1000, check=positive)
     """Episodes per setting (episode length × red)."""
@@ -586,7 +595,7 @@ class ParityConfig(Settings):
 @dataclass
 class BenchCollectorsConfig(Settings):
     """Every collector on the same workload (`wfrl bench collectors`)."""
-    backend: str = setting("sim", check=_backend, metavar="sim|cyborg")
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
     red_agent: str = setting("B_lineAgent", check=_red_agent,
                              metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")

@@ -10,6 +10,9 @@ they behave identically on both backends):
     react-remove   Remove the lowest-index host whose activity this step is Exploit; otherwise Sleep.
     decoy          every step a decoy action, 28 + (37·t mod 104): all 8 kinds on all 13 hosts,
                    placeable or not, Vsftpd stacks included.
+    decoy-restore  decoy on even steps, react-restore on odd ones (Sleep when nothing shows
+                   compromised): decoys that Restores take away again, what red's port memory
+                   and a restored host's processes are tested with.
 
 Equivalence of mean returns is a two-one-sided-tests (TOST) procedure at α = 0.05 with margin
 max(5, 3 % of |CybORG mean|, 0.15 × CybORG standard deviation).
@@ -24,7 +27,7 @@ import numpy as np
 from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM
 from wfrl.errors import UserError, check_choice
 
-BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy")
+BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy", "decoy-restore")
 Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile
 
 
@@ -43,6 +46,8 @@ def blue_action(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator) 
         return 15 + int(hosts[0]) if len(hosts) else 0
     if policy == "decoy":
         return 28 + (37 * t) % 104
+    if policy == "decoy-restore":
+        return blue_action("decoy" if t % 2 == 0 else "react-restore", obs, t, rng)
     raise UserError(f"unknown blue policy {policy!r} (choose from {', '.join(BLUE_POLICIES)})")
 
 
@@ -60,6 +65,8 @@ def blue_actions(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator)
         return np.where(any_, base + bits.argmax(axis=1), 0).astype(np.int32)
     if policy == "decoy":
         return np.full(n, 28 + (37 * t) % 104, np.int32)
+    if policy == "decoy-restore":
+        return blue_actions("decoy" if t % 2 == 0 else "react-restore", obs, t, rng)
     raise UserError(f"unknown blue policy {policy!r} (choose from {', '.join(BLUE_POLICIES)})")
 
 
@@ -104,11 +111,13 @@ def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0) -> Epi
     return _records(rewards, obs_all, access)
 
 
-def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int) -> EpisodeRecords:
-    """n simulator episodes of `policy`, all stepped together through the batched C call."""
+def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
+                     leaderboard: bool = False) -> EpisodeRecords:
+    """n simulator episodes of `policy`, all stepped together through the batched C call
+    (leaderboard: by the leaderboard's CybORG code, the backend sim:leaderboard)."""
     from wfrl._core import Cage2Sim
     check_blue_policy(policy)
-    sim = Cage2Sim(n, red_agent)
+    sim = Cage2Sim(n, red_agent, leaderboard)
     seeds = np.random.SeedSequence([seed, 1]).generate_state(n, dtype=np.uint64)
     rng = np.random.default_rng([seed, 2])
     obs = np.zeros((n, OBS_DIM), np.float32)
@@ -213,6 +222,39 @@ REFERENCE_SEED = 20261126
 FULL_TRAJECTORY_PAIR = ("B_lineAgent", "sleep")
 TIME_WINDOWS = 10  # the observation-bit counts are kept per tenth of the episode
 REFERENCE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One recorded CybORG reference: the file under tests/data, the CybORG backend that played
+    it and its blue policies with their episode counts."""
+
+    name: str
+    backend: str
+    episodes: dict
+
+    @property
+    def policies(self) -> tuple:
+        return tuple(self.episodes)
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.npz"
+
+    @property
+    def leaderboard(self) -> bool:
+        from wfrl.envs.base import is_leaderboard
+        return is_leaderboard(self.backend)
+
+
+# installed: the CybORG wfrl runs on. leaderboard: the same with the code the CAGE2 leaderboard
+# was scored on (wfrl.envs.cyborg._LeaderboardCode) — only the policies that restore hosts, as
+# nothing else differs between the two codes.
+REFERENCES = {
+    "installed": Reference("cyborg_parity", "cyborg", REFERENCE_EPISODES),
+    "leaderboard": Reference("cyborg_parity_leaderboard", "cyborg:leaderboard",
+                             {"react-restore": 400, "decoy-restore": 800}),
+}
 
 
 @dataclass

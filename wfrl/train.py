@@ -13,6 +13,7 @@ from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
 from wfrl.config import TrainConfig
 from wfrl.envs import make_backend
+from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
@@ -78,17 +79,36 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
     check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
+    start = initial_weights(cfg)   # a bad --init-from fails before the run directory is touched
     with locked_dir(cfg.out, "training run"):
-        return _train(cfg, progress)
+        return _train(cfg, progress, start)
 
 
-def _train(cfg: TrainConfig, progress) -> dict:
+def initial_weights(cfg: TrainConfig) -> dict | None:
+    """The model state --init-from names (None without it); one-line UserError when the checkpoint
+    is missing or damaged or its network is not the run's."""
+    if cfg.init_from is None:
+        return None
+    from wfrl.evaluate import net_from_checkpoint, weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
+    ck = load_checkpoint(cfg.init_from)
+    theirs, ours = net_from_checkpoint(ck), cfg.ppo.net()
+    if theirs != ours:
+        raise UserError(f"--init-from {cfg.init_from}: its policy is {theirs.describe()}, this run "
+                        f"trains {ours.describe()} (set --hidden/--memory/--mask to match)")
+    weights_from_checkpoint(ck)   # the weights fit the network they claim
+    return ck["model"]
+
+
+def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
     wf = cfg.parsed_workflow()
     run = RunDir(cfg.out, cfg.force)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
     write_json(run.file("experiment_config.json"), {**cfg.to_dict(), "wfrl_version": __version__})
 
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
+    if start is not None:
+        learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh
     net = cfg.ppo.net()
     per_update = cfg.episodes_per_update
     collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, net, cfg.seed,

@@ -16,6 +16,7 @@ import numpy as np
 from wfrl.collect import worker
 from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
 from wfrl.collect.stats import EpisodeStats
+from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow
 
 
@@ -24,7 +25,7 @@ class AsyncCollector(SharedCollectorBase):
         super().__init__(*args, **kw)
         # One episode per task on CybORG (~0.1 s each); chunks on the simulator, where an
         # episode (~0.5 ms) is cheaper than a task round trip.
-        self.chunk = chunk or (1 if self.backend_name == "cyborg" else 64)
+        self.chunk = chunk or (1 if backend_engine(self.backend_name) == "cyborg" else 64)
         self.pool = None
         self._closing = False
         self._start_pool()

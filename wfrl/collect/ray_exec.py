@@ -83,6 +83,7 @@ from collections import deque
 import numpy as np
 
 from wfrl.collect.buffer import TRAJ_FIELDS, allocate_trajectory, compiled_buffer
+from wfrl.envs.base import backend_engine
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import BackendUnavailable, UserError
@@ -649,7 +650,7 @@ class RayCollector:
         self.backend_name, self.red_agent = backend, red_agent
         self.hidden, self.seed, self.lam, self.count_foothold = hidden, seed, lam, count_foothold
         self.n_workers, self.n_rows = n_workers, n_rows
-        self.chunk = chunk or (1 if backend == "cyborg" else 64)
+        self.chunk = chunk or (1 if backend_engine(backend) == "cyborg" else 64)
         self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN))
         self.rebuilds = 0
         self.local: LocalRay | None = None

@@ -12,6 +12,7 @@ on the cluster's nodes, which Ray fills by the CPUs they declare; they are not c
 """
 from __future__ import annotations
 
+from wfrl.envs.base import backend_engine
 from wfrl.errors import UserError
 
 WORKER_MB = {  # resident memory per worker, MB (a little above the measured figures)
@@ -57,7 +58,7 @@ def check_workers_fit(collector: str, backend: str, n_workers: int, ray_address=
     workers; a Ray cluster's actors are placed on its nodes (not checked)."""
     if collector == "sequential" or (collector == "ray" and ray_address):
         return
-    per = WORKER_MB.get((backend, collector))
+    per = WORKER_MB.get((backend_engine(backend), collector))
     avail = available_mb() if available is None else available
     if per is None or avail is None:
         return

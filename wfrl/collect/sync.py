@@ -20,7 +20,7 @@ from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
 from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
 from wfrl.collect.stats import EpisodeStats
-from wfrl.envs.base import EP_LEN
+from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
 
 CMD_WORK, CMD_STOP = 1, 2
@@ -43,7 +43,8 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
     from wfrl.rng import episode_seeds
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     st = worker.WorkerState(*init_args)
-    slots = SimSlots(k, st.backend.red_agent) if hasattr(st.backend, "slots") else None
+    slots = (SimSlots(k, st.backend.red_agent, st.backend.leaderboard)
+             if hasattr(st.backend, "slots") else None)
     stats = stats_arrays(k)
     while True:
         start.wait()
@@ -79,7 +80,7 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
 class SyncCollector(SharedCollectorBase):
     def __init__(self, *args, envs_per_worker: int | None = None, **kw):
         super().__init__(*args, **kw)
-        self.k = envs_per_worker or (1 if self.backend_name == "cyborg" else 1024)
+        self.k = envs_per_worker or (1 if backend_engine(self.backend_name) == "cyborg" else 1024)
         self.ctx = mp.get_context("spawn")
         self.cmd = self.ctx.Array("q", 4, lock=False)
         self.procs = []

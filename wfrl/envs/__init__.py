@@ -2,24 +2,25 @@
 from __future__ import annotations
 
 from wfrl.envs.base import (BACKENDS, EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS,
-                            check_backend, check_red_agent)
+                            backend_engine, check_red_agent, is_leaderboard)
 
 ENV_ID = "wfrl/CAGE2-v0"
 
 
 def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None):
-    """The lean backend object that collectors drive: `sim` (compiled, default) or `cyborg`.
-    red_agent "mixed": each episode's attacker is B_line or Meander, chosen by its seed."""
-    check_backend(backend)
+    """The lean backend object that collectors drive: `sim` (compiled, default) or `cyborg`,
+    each also as NAME:leaderboard (wfrl.envs.base.BACKENDS). red_agent "mixed": each episode's
+    attacker is B_line or Meander, chosen by its seed."""
+    leaderboard = is_leaderboard(backend)
     check_red_agent(red_agent)
-    if backend == "sim":
+    if backend_engine(backend) == "sim":
         from wfrl.envs.sim import SimBackend
-        return SimBackend(red_agent=red_agent, seed=seed)
+        return SimBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)
     from wfrl.envs.base import MIXED
     from wfrl.envs.cyborg import CybORGBackend, MixedCybORGBackend
     if red_agent == MIXED:
-        return MixedCybORGBackend(seed=seed)
-    return CybORGBackend(red_agent=red_agent, seed=seed)
+        return MixedCybORGBackend(seed=seed, leaderboard=leaderboard)
+    return CybORGBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)
 
 
 def make(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None):
@@ -41,12 +42,13 @@ def make_vec(num_envs: int = 1, red_agent="B_lineAgent", seed: int | None = None
     """
     from wfrl.envs.vector import (Cage2VectorEnv, check_autoreset_mode, check_num_envs,
                                   red_agents_per_env)
-    check_backend(backend)
+    leaderboard = is_leaderboard(backend)
     n = check_num_envs(num_envs)
     reds = red_agents_per_env(red_agent, n)
     mode = check_autoreset_mode(autoreset_mode)
-    if backend == "sim":
-        return Cage2VectorEnv(n, reds, seed, autoreset_mode=mode, copy=copy)
+    if backend_engine(backend) == "sim":
+        return Cage2VectorEnv(n, reds, seed, autoreset_mode=mode, copy=copy,
+                              leaderboard=leaderboard)
     import functools
 
     import gymnasium
@@ -54,7 +56,7 @@ def make_vec(num_envs: int = 1, red_agent="B_lineAgent", seed: int | None = None
     from wfrl.envs.cyborg import _load
     _load()  # a missing extra fails here, in one line, not in n worker processes
     seeds = [None if seed is None else seed + i for i in range(n)]
-    fns = [functools.partial(make, "cyborg", r, s) for r, s in zip(reds, seeds)]
+    fns = [functools.partial(make, backend, r, s) for r, s in zip(reds, seeds)]
     return gymnasium.vector.AsyncVectorEnv(fns, autoreset_mode=mode, copy=copy)
 
 

@@ -30,7 +30,13 @@ RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 MIXED = "mixed"  # each episode's attacker drawn from MIXED_REDS by its env seed
 MIXED_REDS = ("B_lineAgent", "RedMeanderAgent")
 TRAIN_RED_AGENTS = RED_AGENTS + (MIXED,)
-BACKENDS = ("sim", "cyborg")
+LEADERBOARD = ":leaderboard"
+# sim: the compiled simulator; cyborg: the installed CybORG (csle-cyborg 0.0.3, the challenge
+# repository's final code). NAME:leaderboard: the same played by the code the CAGE2 final
+# leaderboard was scored on, before the repository's fixes of 16 and 19 August 2022 (a restored
+# User3/User4 no longer falls to HarakaRCE; red's port memory of an IP only grows).
+ENGINES = ("sim", "cyborg")
+BACKENDS = ENGINES + tuple(e + LEADERBOARD for e in ENGINES)
 
 
 class Backend(Protocol):
@@ -59,3 +65,13 @@ def mixed_red_kind(env_seed: int) -> str:
 
 def check_backend(name: str) -> str:
     return check_choice("backend", name, BACKENDS)
+
+
+def backend_engine(name: str) -> str:
+    """"sim" or "cyborg": what plays a backend's episodes, whichever code it plays by."""
+    return check_backend(name).removesuffix(LEADERBOARD)
+
+
+def is_leaderboard(name: str) -> bool:
+    """The backend plays by the code the CAGE2 leaderboard was scored on."""
+    return check_backend(name).endswith(LEADERBOARD)

@@ -45,6 +45,54 @@ def _load():
     return Main, ChallengeWrapper, CYBORG.CYBORG_SCENARIO_2_DICT, agents
 
 
+class _LeaderboardCode:
+    """While active (a `with` block), the installed CybORG plays by the code the CAGE2 final
+    leaderboard was scored on: the cage-challenge-2 repository before its fixes of 16 August 2022
+    (ProcessVersion.parse_string returns an unlisted value as it is — before, anything but a
+    listed string became UNKNOWN, so a Restore, which rebuilds processes from copies, left
+    User3/User4's Haraka without a version and HarakaRCE failed there) and 19 August 2022 (a port
+    scan clears red's port memory of the IP before storing the new ports — before, memory only
+    grew). Those two changes are all the code between the leaderboard and the final commit;
+    undoing them is done by swapping two methods in and out around every reset and step, so
+    backends of both kinds can share a process."""
+
+    def __init__(self):
+        from csle_cyborg.shared.enums import ProcessVersion
+        from csle_cyborg.simulator.session import RedAbstractSession
+        self._enum, self._session = ProcessVersion, RedAbstractSession
+        fixed_parse = ProcessVersion.__dict__["parse_string"]
+        self._fixed = (fixed_parse, RedAbstractSession.__dict__["clearports"])
+
+        def parse_before_fix(cls, version_string):
+            value = fixed_parse.__func__(cls, version_string) if isinstance(version_string, str) \
+                else None
+            return value if isinstance(value, cls) else cls.UNKNOWN
+
+        def keep_ports(self, ip_address):
+            return None
+
+        self._before = (classmethod(parse_before_fix), keep_ports)
+
+    def _set(self, methods) -> None:
+        self._enum.parse_string, self._session.clearports = methods
+
+    def __enter__(self):
+        self._set(self._before)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._fixed)
+        return False
+
+
+class _InstalledCode:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def challenge_env(red_agent: str = "B_lineAgent"):
     """CybORG as users drive it without wfrl: ChallengeWrapper around a fresh Scenario2 (the bare
     reference the benchmarks compare against)."""
@@ -65,17 +113,22 @@ def available() -> bool:
 class CybORGBackend:
     """CybORG Scenario2 behind the wfrl backend contract (see wfrl.envs.base)."""
 
-    def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
+    def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None,
+                 leaderboard: bool = False):
         self.red_agent = check_red_agent(red_agent, allow_mixed=False)
         Main, ChallengeWrapper, scenario, agents = _load()
+        self.leaderboard = bool(leaderboard)
+        self._code = _LeaderboardCode() if leaderboard else _InstalledCode()
         self._rng_state = None
         self.seed(seed)
         saved = random.getstate()
         random.setstate(self._rng_state)
         try:
+            self._code.__enter__()
             self._cyborg = Main(copy.deepcopy(scenario), "sim", agents={"Red": agents[red_agent]})
             self._env = ChallengeWrapper(env=self._cyborg, agent_name="Blue", max_steps=None)
         finally:
+            self._code.__exit__()
             self._rng_state = random.getstate()
             random.setstate(saved)
         # Live views into CybORG's state; rebuilt objects are looked up again after reset.
@@ -89,14 +142,16 @@ class CybORGBackend:
 
     def reset(self):
         random.setstate(self._rng_state)
-        obs, _ = self._env.reset()
+        with self._code:
+            obs, _ = self._env.reset()
         self._rng_state = random.getstate()
         self._state = self._cyborg.environment_controller.state
         return np.asarray(obs, dtype=np.float32), self._read_red_access()
 
     def step(self, action: int):
         random.setstate(self._rng_state)
-        obs, reward, _done, _info, _ = self._env.step(int(action))
+        with self._code:
+            obs, reward, _done, _info, _ = self._env.step(int(action))
         self._rng_state = random.getstate()
         return np.asarray(obs, dtype=np.float32), float(reward), self._read_red_access()
 
@@ -124,9 +179,10 @@ class MixedCybORGBackend:
 
     red_agent = "mixed"
 
-    def __init__(self, seed: int | None = None):
+    def __init__(self, seed: int | None = None, leaderboard: bool = False):
         from wfrl.envs.base import MIXED_REDS
-        self._envs = {red: CybORGBackend(red, seed) for red in MIXED_REDS}
+        self.leaderboard = bool(leaderboard)
+        self._envs = {red: CybORGBackend(red, seed, leaderboard) for red in MIXED_REDS}
         self._current = self._envs[MIXED_REDS[0]]
         self.seed(seed)
 

@@ -21,11 +21,13 @@ def next_episode_seed(seed: int) -> int:
 class SimBackend:
     """One compiled CAGE2 env (the batched form is wfrl._core.Cage2Sim itself)."""
 
-    def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None):
+    def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None,
+                 leaderboard: bool = False):
         from wfrl._core import Cage2Sim, SimSlots
         self.red_agent = check_red_agent(red_agent)
-        self.sim = Cage2Sim(1, red_agent)      # stepped from Python (gymnasium, parity)
-        self.slots = SimSlots(1, red_agent)    # whole episodes in the compiled rollout loop
+        self.leaderboard = bool(leaderboard)   # the leaderboard's CybORG code (envs.base.BACKENDS)
+        self.sim = Cage2Sim(1, red_agent, leaderboard)    # stepped from Python (gymnasium, parity)
+        self.slots = SimSlots(1, red_agent, leaderboard)  # whole episodes in the compiled loop
         self._next_seed = None
         self.seed(seed)
 

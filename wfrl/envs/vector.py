@@ -96,7 +96,8 @@ class Cage2VectorEnv(VectorEnv):
     """
 
     def __init__(self, num_envs: int, red_agent="B_lineAgent", seed: int | None = None,
-                 autoreset_mode=AutoresetMode.NEXT_STEP, copy: bool = True):
+                 autoreset_mode=AutoresetMode.NEXT_STEP, copy: bool = True,
+                 leaderboard: bool = False):
         self.num_envs = check_num_envs(num_envs)
         self.red_agents = red_agents_per_env(red_agent, self.num_envs)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
@@ -107,7 +108,8 @@ class Cage2VectorEnv(VectorEnv):
         self.single_action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        kinds = np.array([_core.RED_KINDS[r] for r in self.red_agents], dtype=np.uint8)
+        kinds = np.array([_core.red_kind_code(r, leaderboard) for r in self.red_agents],
+                         dtype=np.uint8)
         self._core = _core.Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
                               initial_seeds(seed, self.num_envs))
         # copy=True: from this many envs on, fresh arrays are handed to each step to write into

@@ -39,6 +39,11 @@ class NetSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self) -> str:
+        """e.g. "hidden 64, memory on, mask on"."""
+        on = {True: "on", False: "off"}
+        return f"hidden {self.hidden}, memory {on[self.memory]}, mask {on[self.mask]}"
+
 
 def as_netspec(net) -> NetSpec:
     """A NetSpec from a NetSpec or a plain hidden width (the observation-only network)."""

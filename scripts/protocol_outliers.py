@@ -3,6 +3,8 @@
 same episodes on the simulator, and the CybORG mean without the worst ones.
 
     .venv/bin/python scripts/protocol_outliers.py CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
+    .venv/bin/python scripts/protocol_outliers.py CHECKPOINT RedMeanderAgent 100 leaderboard
+        # the same on sim:leaderboard and cyborg:leaderboard
 """
 import concurrent.futures as cf
 import multiprocessing as mp
@@ -16,6 +18,7 @@ from sim_outliers import first_episode   # scripts/ is on sys.path when a script
 
 def main():
     ckpt, red, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    code = ":leaderboard" if sys.argv[4:5] == ["leaderboard"] else ""
     policy = ce.policy_of_checkpoint(ckpt)
     base = first_episode(red, steps)
 
@@ -25,7 +28,7 @@ def main():
     out = {}
     for backend, chunk in (("sim", 1000), ("cyborg", 50)):
         with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
-            res = list(pool.map(ce._run_task, tasks(backend, chunk)))
+            res = list(pool.map(ce._run_task, tasks(backend + code, chunk)))
         out[backend] = (np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res]),
                         np.concatenate([r[3] for r in res]))
         print(backend, "mean", out[backend][0].mean(), "sd", out[backend][0].std(ddof=1), flush=True)

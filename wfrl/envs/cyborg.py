@@ -11,6 +11,7 @@ use its own `random.Random` instance.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import random
@@ -54,7 +55,8 @@ class _LeaderboardCode:
     scan clears red's port memory of the IP before storing the new ports — before, memory only
     grew). Those two changes are all the code between the leaderboard and the final commit;
     undoing them is done by swapping two methods in and out around every reset and step, so
-    backends of both kinds can share a process."""
+    backends of both kinds can share a process (not two threads stepping them at once: the swap is
+    of class attributes)."""
 
     def __init__(self):
         from csle_cyborg.shared.enums import ProcessVersion
@@ -85,14 +87,6 @@ class _LeaderboardCode:
         return False
 
 
-class _InstalledCode:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def challenge_env(red_agent: str = "B_lineAgent"):
     """CybORG as users drive it without wfrl: ChallengeWrapper around a fresh Scenario2 (the bare
     reference the benchmarks compare against)."""
@@ -118,17 +112,17 @@ class CybORGBackend:
         self.red_agent = check_red_agent(red_agent, allow_mixed=False)
         Main, ChallengeWrapper, scenario, agents = _load()
         self.leaderboard = bool(leaderboard)
-        self._code = _LeaderboardCode() if leaderboard else _InstalledCode()
+        self._code = _LeaderboardCode() if leaderboard else contextlib.nullcontext()
         self._rng_state = None
         self.seed(seed)
         saved = random.getstate()
         random.setstate(self._rng_state)
         try:
-            self._code.__enter__()
-            self._cyborg = Main(copy.deepcopy(scenario), "sim", agents={"Red": agents[red_agent]})
-            self._env = ChallengeWrapper(env=self._cyborg, agent_name="Blue", max_steps=None)
+            with self._code:
+                self._cyborg = Main(copy.deepcopy(scenario), "sim",
+                                    agents={"Red": agents[red_agent]})
+                self._env = ChallengeWrapper(env=self._cyborg, agent_name="Blue", max_steps=None)
         finally:
-            self._code.__exit__()
             self._rng_state = random.getstate()
             random.setstate(saved)
         # Live views into CybORG's state; rebuilt objects are looked up again after reset.

@@ -181,7 +181,6 @@ cdef extern from "wfrl_cage2.h" nogil:
 import numpy as np
 
 RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3}
-RED_LEADERBOARD = WFRL_RED_LEADERBOARD
 
 
 def red_kind_code(str red_agent, bint leaderboard=False):
@@ -855,7 +854,7 @@ cdef class Cage2Vec:
               f"unknown autoreset mode {mode}")
         for i in range(n):
             _need((red_kinds[i] & ~WFRL_RED_LEADERBOARD) <= 3,
-                  f"red kind {red_kinds[i]} of env {i} outside [0, 3] (+ RED_LEADERBOARD)")
+                  f"red kind {red_kinds[i]} of env {i} outside [0, 3] (+ WFRL_RED_LEADERBOARD)")
         self.n = n
         self.mode = mode
         self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, np.uint8)

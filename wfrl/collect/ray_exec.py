@@ -83,9 +83,8 @@ from collections import deque
 import numpy as np
 
 from wfrl.collect.buffer import TRAJ_FIELDS, allocate_trajectory, compiled_buffer
-from wfrl.envs.base import backend_engine
 from wfrl.collect.stats import EpisodeStats
-from wfrl.envs.base import EP_LEN
+from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.errors import BackendUnavailable, UserError
 from wfrl.workflow import Workflow
 

@@ -23,9 +23,10 @@ directives = {
 # carry AVX2/AVX-512 clones chosen at load time instead (WFRL_SIMD_CLONES, csrc/wfrl_types.h).
 # -ffp-contract=off: no clone fuses a multiply-add that another rounds twice (same bits on every
 # CPU); -fno-trapping-math: float selects may be if-converted, so those loops vectorise (no
-# result changes in the default floating-point environment).
+# result changes in the default floating-point environment); -fno-math-errno: sqrtf is the
+# instruction, not a call that may set errno (nothing reads errno), so Adam's loop vectorises.
 compile_args = (["-O0", "-g"] if DEBUG else ["-O3"]) + ["-fopenmp-simd", "-ffp-contract=off",
-                                                        "-fno-trapping-math"]
+                                                        "-fno-trapping-math", "-fno-math-errno"]
 macros = [] if DEBUG else [("NDEBUG", "1")]
 
 extensions = [
@@ -36,7 +37,8 @@ extensions = [
         depends=["csrc/wfrl_gae.h", "csrc/wfrl_buffer.h", "csrc/wfrl_types.h", "csrc/wfrl_rng.h",
                  "csrc/wfrl_cage2.h", "csrc/wfrl_mlp.h", "csrc/wfrl_compliance.h",
                  "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h", "csrc/wfrl_seqlock.h",
-                 "csrc/wfrl_vec.h", "csrc/wfrl_head.h", "csrc/wfrl_fastmath.h"],
+                 "csrc/wfrl_vec.h", "csrc/wfrl_head.h", "csrc/wfrl_fastmath.h",
+                 "csrc/wfrl_update.h"],
         extra_compile_args=compile_args,
         define_macros=macros,
     ),

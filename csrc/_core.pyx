@@ -484,6 +484,154 @@ def ppo_head(const float[:, ::1] logits, const uint8_t[:, ::1] allowed not None,
     return stats[0], stats[1], stats[2], stats[3]
 
 
+cdef extern from "wfrl_update.h" nogil:
+    ctypedef struct wfrl_net_t:
+        int64_t H, I, O
+        float *param[6]
+        float *grad[6]
+        float *exp_avg[6]
+        float *exp_avg_sq[6]
+        float *step[6]
+        float lr, beta1, beta2, eps, max_norm
+    int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H, int64_t no)
+    void wfrl_actor_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                         int64_t nc, const int64_t *acts, int64_t no, const uint8_t *allowed,
+                         const int64_t *actions, const float *old_logp, const float *adv,
+                         float clip, float ent_coef, float *scratch, double *stats)
+    void wfrl_critic_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                          int64_t nc, const float *ret, float value_coef, float *scratch,
+                          double *stats)
+
+
+cdef float *_f32_ptr(object arr, tuple shape, str what) except NULL:
+    """The data of a writeable float32 C-contiguous numpy array of this shape."""
+    _need(isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.flags.c_contiguous
+          and arr.flags.writeable and arr.shape == shape,
+          f"NetStep: {what} must be a writeable C-contiguous float32 array of shape {shape}")
+    cdef float[::1] flat = arr.reshape(-1)
+    return &flat[0]
+
+
+cdef class NetStep:
+    """One network of the learner (the actor or the critic: two tanh layers and a linear output)
+    for the compiled minibatch step (csrc/wfrl_update.h): its six parameters W1 [H, I], b1 [H],
+    W2 [H, H], b2 [H], W3 [O, H], b3 [O], their gradients, Adam's two moments and step counters
+    (0-d), as numpy arrays sharing the memory of the learner's tensors (kept referenced here),
+    and Adam's betas and eps and the gradient-norm clip. A step overwrites the gradients, steps
+    the parameters and moments in place and adds 1 to each step counter. Plain twin: the
+    learner's torch path (PPOLearner(compiled=False)), held equal by tests/test_learner.py."""
+    cdef wfrl_net_t net
+    cdef object keep
+    cdef object scratch
+
+    def __init__(self, params, grads, exp_avg, exp_avg_sq, steps, float beta1, float beta2,
+                 float eps, float max_norm):
+        groups = (params, grads, exp_avg, exp_avg_sq, steps)
+        _need(all(len(g) == 6 for g in groups), "NetStep: six arrays per group")
+        W1, W3 = params[0], params[4]
+        _need(getattr(W1, "ndim", 0) == 2 and getattr(W3, "ndim", 0) == 2,
+              "NetStep: the first and last weights must be matrices")
+        cdef int64_t H = W1.shape[0], I = W1.shape[1], O = W3.shape[0]
+        _need(H > 0 and I > 0 and O > 0, "NetStep: empty layers")
+        shapes = ((H, I), (H,), (H, H), (H,), (O, H), (O,))
+        cdef int p
+        for p in range(6):
+            self.net.param[p] = _f32_ptr(params[p], shapes[p], "a parameter")
+            self.net.grad[p] = _f32_ptr(grads[p], shapes[p], "a gradient")
+            self.net.exp_avg[p] = _f32_ptr(exp_avg[p], shapes[p], "a first moment")
+            self.net.exp_avg_sq[p] = _f32_ptr(exp_avg_sq[p], shapes[p], "a second moment")
+            self.net.step[p] = _f32_ptr(steps[p], (), "a step counter")
+        bufs = [a for g in groups for a in g]
+        spans = sorted((a.__array_interface__["data"][0], a.nbytes) for a in bufs)
+        _need(all(spans[p][0] + spans[p][1] <= spans[p + 1][0] for p in range(len(spans) - 1)),
+              "NetStep: arrays must not share memory")
+        self.net.H, self.net.I, self.net.O = H, I, O
+        self.net.beta1, self.net.beta2, self.net.eps, self.net.max_norm = beta1, beta2, eps, max_norm
+        self.keep = bufs
+        self.scratch = np.zeros(0, np.float32)
+
+    cdef float *_scratch(self, int64_t k, int64_t nc, int64_t no):
+        cdef int64_t need = wfrl_step_scratch_floats(k, nc, self.net.H, no)
+        if self.scratch.shape[0] < need:
+            self.scratch = np.zeros(need, np.float32)
+        cdef float[::1] view = self.scratch
+        return &view[0]
+
+    cdef int64_t _columns(self, const float[:, ::1] x, const int64_t[::1] cols) except -1:
+        cdef int64_t nc = x.shape[1], c
+        _need(x.shape[0] > 0, "NetStep: an empty minibatch")
+        if cols is None:
+            _need(nc == self.net.I, f"NetStep: x must have {self.net.I} columns")
+        else:
+            _need(cols.shape[0] == nc, "NetStep: one column index per column of x")
+            for c in range(nc):
+                _need(0 <= cols[c] < self.net.I and (c == 0 or cols[c] > cols[c - 1]),
+                      f"NetStep: column indices must increase within 0..{self.net.I - 1}")
+        return nc
+
+    def actor_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
+                   const int64_t[::1] acts, const uint8_t[:, ::1] allowed not None,
+                   const int64_t[::1] actions not None, const float[::1] old_logp not None,
+                   const float[::1] adv not None, float clip, float ent_coef, float lr):
+        """One step of the actor on k rows: x [k, nc] the input columns cols (None: all), acts
+        the actions in use (None: all O), allowed [k, no] (1 allowed, 0 masked), actions [k] as
+        indices into acts, behaviour log-probabilities and normalised advantages [k]. Returns
+        the minibatch means (clipped surrogate, entropy, approximate KL, clipped share) and the
+        gradient norm before the clip."""
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), no, j, i
+        if acts is None:
+            no = self.net.O
+        else:
+            no = acts.shape[0]
+            for j in range(no):
+                _need(0 <= acts[j] < self.net.O and (j == 0 or acts[j] > acts[j - 1]),
+                      f"NetStep: action indices must increase within 0..{self.net.O - 1}")
+        _need(no > 0 and no <= WFRL_N_ACTIONS, f"NetStep: 1..{WFRL_N_ACTIONS} actions in use")
+        _need(allowed.shape[0] == k and allowed.shape[1] == no,
+              f"NetStep: allowed must have shape ({k}, {no})")
+        _need(actions.shape[0] == k and old_logp.shape[0] == k and adv.shape[0] == k,
+              f"NetStep: actions, old_logp and adv must have {k} entries")
+        cdef bint in_range = True
+        with nogil:
+            for i in range(k):
+                if actions[i] < 0 or actions[i] >= no:
+                    in_range = False
+        _need(in_range, f"NetStep: an action lies outside 0..{no - 1}")
+        cdef float *scratch = self._scratch(k, nc, no)
+        cdef double stats[6]
+        cdef const int64_t *cp = NULL
+        cdef const int64_t *ap = NULL
+        if cols is not None:
+            cp = &cols[0]
+        if acts is not None:
+            ap = &acts[0]
+        self.net.lr = lr
+        with nogil:
+            wfrl_actor_step(&self.net, k, &x[0, 0], cp, nc, ap, no, &allowed[0, 0], &actions[0],
+                            &old_logp[0], &adv[0], clip, ent_coef, scratch, stats)
+        _need(stats[4] == 0, f"NetStep: {int(stats[4])} row(s) allow no action")
+        return stats[0] / k, stats[1] / k, stats[2] / k, stats[3] / k, stats[5]
+
+    def critic_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
+                    const float[::1] ret not None, float value_coef, float lr):
+        """One step of the critic (one output) on k rows toward the returns ret [k]: returns the
+        value loss 0.5·mean((v - ret)²) (the gradient is of value_coef times it) and the
+        gradient norm before the clip."""
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols)
+        _need(self.net.O == 1, "NetStep: the critic has one output")
+        _need(ret.shape[0] == k, f"NetStep: ret must have {k} entries")
+        cdef float *scratch = self._scratch(k, nc, 1)
+        cdef double stats[2]
+        cdef const int64_t *cp = NULL
+        if cols is not None:
+            cp = &cols[0]
+        self.net.lr = lr
+        with nogil:
+            wfrl_critic_step(&self.net, k, &x[0, 0], cp, nc,
+                             &ret[0], value_coef, scratch, stats)
+        return stats[0], stats[1]
+
+
 cdef void *_aligned(object storage):
     """Pointer to a 64-byte aligned address inside a numpy uint8 array (with 64 spare bytes)."""
     cdef uint8_t[::1] raw = storage

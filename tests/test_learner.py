@@ -287,7 +287,8 @@ def test_hand_written_backward_equals_autograd_bit_for_bit(kw, stale):
         batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
         batch.masks = None
     # (full width: the products the autograd path makes; the compact plan is tested below)
-    manual, auto = PPOLearner(cfg, seed=9, compact=False), PPOLearner(cfg, seed=9, manual=False)
+    manual = PPOLearner(cfg, seed=9, compact=False, compiled=False)
+    auto = PPOLearner(cfg, seed=9, manual=False)
     assert manual.manual and not auto.manual
     for _ in range(3):
         sm, sa = manual.update(batch, stale=stale), auto.update(batch, stale=stale)
@@ -303,7 +304,8 @@ def test_hand_written_backward_equals_autograd_bit_for_bit(kw, stale):
 @pytest.mark.parametrize("kw,stale", [({}, False), ({"clip_per_net": True}, True),
                                       ({"minibatches": 7}, False),
                                       ({"mask": False, "memory": False}, False)])
-def test_compact_update_equals_the_full_width_update(kw, stale):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_compact_update_equals_the_full_width_update(kw, stale, compiled):
     # The default update multiplies only the input columns and actions the batch uses
     # (_Compact); against the same update over every column and action, three updates on a real
     # batch: the same statistics and weights up to float32 rounding, the same optimiser state,
@@ -320,7 +322,8 @@ def test_compact_update_equals_the_full_width_update(kw, stale):
     assert plan is not None and len(plan.cols) < batch.obs.shape[1]   # zero columns to skip
     if cfg.mask:
         assert plan.n_actions < 145                                    # and unused actions
-    compact, full = PPOLearner(cfg, seed=9), PPOLearner(cfg, seed=9, compact=False)
+    compact = PPOLearner(cfg, seed=9, compiled=compiled)
+    full = PPOLearner(cfg, seed=9, compact=False, compiled=compiled)
     skipped = np.setdiff1d(np.arange(batch.obs.shape[1]), plan.cols.numpy())
     for _ in range(3):
         sc, sf = compact.update(batch, stale=stale), full.update(batch, stale=stale)
@@ -338,6 +341,99 @@ def test_compact_update_equals_the_full_width_update(kw, stale):
         for key in ("exp_avg", "exp_avg_sq"):
             np.testing.assert_allclose(compact.opt.state[p][key].numpy(),
                                        full.opt.state[q][key].numpy(), rtol=1e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize("kw,stale", [({}, False), ({}, True), ({"minibatches": 7}, False),
+                                      ({"hidden": 24}, False),
+                                      ({"mask": False, "memory": False}, False)])
+@pytest.mark.parametrize("compact", [True, False])
+def test_compiled_steps_equal_the_torch_steps(kw, stale, compact, one_thread):
+    # Each network's minibatch step in C (csrc/wfrl_update.h: products, policy head or value
+    # loss, backward, clip, Adam) against the same step through torch's products and fused Adam
+    # (compiled=False), four updates in a row on a real batch (the first on one thread, the
+    # rest split over two): the same statistics, weights, gradients and Adam state up to float
+    # rounding, the same step counters and shuffles — with a short last minibatch, a hidden
+    # width that is no multiple of 16 (padded lanes), a stale batch, every column and action
+    # (compact=False) and the unmasked observation-only network.
+    import dataclasses
+    cfg, batch = _recorded_batch(kw.get("mask", True))
+    cfg = dataclasses.replace(cfg, clip_per_net=True, **kw)
+    if not cfg.memory:
+        batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
+        batch.masks = None
+    c = PPOLearner(cfg, seed=9, compact=compact)
+    t = PPOLearner(cfg, seed=9, compact=compact, compiled=False)
+    for k in range(4):
+        c.set_progress(k / 4)     # (a learning rate that moves)
+        t.set_progress(k / 4)
+        sc, st = c.update(batch, stale=stale), t.update(batch, stale=stale)
+        assert c._steps is not None and t._steps is None      # (each path ran)
+        for key in sc:
+            assert sc[key] == pytest.approx(st[key], rel=1e-4, abs=1e-6), key
+    np.testing.assert_allclose(c.flat_weights(), t.flat_weights(), rtol=1e-4, atol=2e-6)
+    assert not np.allclose(c.flat_weights(), PPOLearner(cfg, seed=9).flat_weights(),
+                           rtol=1e-4, atol=2e-6)
+    for p, q in zip(c.model.parameters(), t.model.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-3, atol=1e-6)
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(c.opt.state[p][key].numpy(), t.opt.state[q][key].numpy(),
+                                       rtol=1e-3, atol=1e-7)
+        assert float(c.opt.state[p]["step"]) == float(t.opt.state[q]["step"])
+    assert c._gen.get_state().equal(t._gen.get_state())
+
+
+def test_compiled_steps_only_where_they_apply():
+    # The C step clips the network it steps and does not stop between its passes: the joint clip
+    # and the KL stop keep the torch steps; so does compiled=False.
+    import dataclasses
+    cfg, batch = _recorded_batch(True)
+    for kw, compiled, want in (({"clip_per_net": True}, True, True),
+                               ({"clip_per_net": False}, True, False),
+                               ({"clip_per_net": True, "target_kl": 1.0}, True, False),
+                               ({"clip_per_net": True}, False, False)):
+        lrn = PPOLearner(dataclasses.replace(cfg, **kw), seed=9, compiled=compiled)
+        lrn.update(batch)
+        assert (lrn._steps is not None) == want, kw
+
+
+def test_compiled_step_refuses_bad_input():
+    # The binding checks what the C step would read out of bounds: one line each.
+    from wfrl import _core
+    H, I, O = 16, 8, 5
+    rng = np.random.default_rng(0)
+    shapes = ((H, I), (H,), (H, H), (H,), (O, H), (O,))
+
+    def group():
+        return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    steps = [np.zeros((), np.float32) for _ in shapes]
+    net = _core.NetStep(group(), group(), group(), group(), steps, 0.9, 0.999, 1e-5, 0.5)
+    x = rng.random((4, I), dtype=np.float32)
+    ok = dict(cols=None, acts=None, allowed=np.ones((4, O), np.uint8),
+              actions=np.array([0, 1, 2, 4]), old_logp=np.full(4, -1.6, np.float32),
+              adv=np.ones(4, np.float32))
+
+    def actor(**kw):
+        a = {**ok, **kw}
+        return net.actor_step(np.ascontiguousarray(x[:, :a.pop("width", I)]), a["cols"], a["acts"], a["allowed"],
+                              a["actions"], a["old_logp"], a["adv"], 0.2, 0.01, 1e-3)
+    assert len(actor()) == 5 and float(steps[0]) == 1.0
+    for kw, match in (({"actions": np.array([0, 1, 2, 5])}, "outside"),
+                      ({"allowed": np.ones((4, O - 1), np.uint8)}, "allowed"),
+                      ({"width": I - 1}, "columns"),
+                      ({"width": 3, "cols": np.array([0, 9, 1])}, "column indices"),
+                      ({"acts": np.array([3, 1]), "allowed": np.ones((4, 2), np.uint8),
+                        "actions": np.zeros(4, np.int64)}, "action indices"),
+                      ({"allowed": np.zeros((4, O), np.uint8)}, "allow no action")):
+        with pytest.raises(ValueError, match=match):
+            actor(**kw)
+    with pytest.raises(ValueError, match="one output"):
+        net.critic_step(x, None, np.zeros(4, np.float32), 0.5, 1e-3)
+    with pytest.raises(ValueError, match="share memory"):
+        g = group()
+        _core.NetStep(g, g, group(), group(), steps, 0.9, 0.999, 1e-5, 0.5)
+    with pytest.raises(ValueError, match="float32"):
+        _core.NetStep([a.astype(np.float64) for a in group()], group(), group(), group(), steps,
+                      0.9, 0.999, 1e-5, 0.5)
 
 
 def test_direct_fused_adam_step_equals_torch_adam_step():
@@ -422,7 +518,7 @@ def test_split_update_error_waits_for_the_critic_thread(one_thread):
     cfg, batch = _recorded_batch(True)
     lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9)
     lrn.update(batch)
-    critic_done, orig = threading.Event(), lrn._critic_grads
+    critic_done, orig = threading.Event(), lrn._critic_step
     calls = [0]
 
     def slow_critic(*args):
@@ -434,7 +530,7 @@ def test_split_update_error_waits_for_the_critic_thread(one_thread):
 
     def broken_actor(*args):
         raise RuntimeError("actor failed")
-    lrn._critic_grads, lrn._actor_grads = slow_critic, broken_actor
+    lrn._critic_step, lrn._actor_step = slow_critic, broken_actor
     with pytest.raises(RuntimeError, match="actor failed"):
         lrn.update(batch)
     assert critic_done.is_set() and calls[0] == cfg.epochs * cfg.minibatches

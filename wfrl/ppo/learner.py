@@ -32,7 +32,8 @@ from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with eve
 from wfrl.envs.base import N_ACTIONS
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
-from wfrl.ppo.head import head_loss, head_pass
+from wfrl import _core
+from wfrl.ppo.head import _all_allowed, head_loss, head_pass
 from wfrl.ppo.policy import ActorCritic
 
 
@@ -252,13 +253,17 @@ class PPOLearner:
     held equal to it by tests/test_learner.py)."""
 
     def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False,
-                 manual: bool = True, compact: bool = True, split: bool = True):
+                 manual: bool = True, compact: bool = True, split: bool = True,
+                 compiled: bool = True):
         self.cfg = cfg
         self.reference = reference
         self.manual = manual and not reference
         self.compact = compact and self.manual
         self.split = split and self.manual   # _split_ok
+        self.compiled = compiled and self.manual   # _compiled_ok
+        self._net_steps: tuple | None = None   # (key, actor NetStep, critic NetStep)
         self._plan: _Compact | None = None    # this update's (_update)
+        self._steps: tuple | None = None      # this update's compiled steps (_compiled_steps)
         self._scratch: _Scratch | None = None
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
@@ -328,6 +333,7 @@ class PPOLearner:
                 self.model.zero_grad(set_to_none=False)
         weight_all = None
         decoupled = stale and cfg.decoupled and n
+        self._steps = self._compiled_steps() if n else None
         if split:
             sources = (obs, actions, old_logp, adv_all, ret_all, masks, None)
             return self._finish(self._split_epochs(sources, n, mb, decoupled, prepared))
@@ -388,7 +394,13 @@ class PPOLearner:
     def _manual_step(self, x, mk, a, lp0, adv, ret, groups):
         """The same minibatch step with the backward pass written out: every matrix product
         into a buffer kept between steps, the gradients straight into each parameter's .grad,
-        no autograd graph (see _Scratch). Returns the statistics, or None on the KL stop."""
+        no autograd graph (see _Scratch); or, where _compiled_ok, each network's whole step in
+        C (_actor_step, _critic_step). Returns the statistics, or None on the KL stop."""
+        if self._steps is not None:
+            actor_params, critic_params = groups
+            pg, ent, kl, clipped = self._actor_step(x, mk, a, lp0, adv, actor_params)
+            v_loss = self._critic_step(x, ret, critic_params)
+            return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
         self._ensure_scratch(x.shape[0])
         got = self._actor_grads(x, mk, a, lp0, adv)
         if got is None:
@@ -399,6 +411,77 @@ class PPOLearner:
         self._adam_step()
         pg, ent, kl, clipped = got
         return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
+
+    def _compiled_ok(self) -> bool:
+        """Whether this update's minibatch steps may run compiled (csrc/wfrl_update.h, one call
+        per network and minibatch): the hand-written path with compiled=True, each network
+        clipped alone (the C step clips the network it steps), no KL stop (the C step does not
+        stop between its forward and backward passes) and a plain fused Adam (whose kernel it
+        replaces)."""
+        cfg = self.cfg
+        return (self.compiled and cfg.clip_per_net and cfg.target_kl == 0
+                and self._adam_plain())
+
+    def _compiled_steps(self) -> "tuple | None":
+        """(actor, critic) NetStep over the parameters, gradients and Adam state this update
+        steps, or None where _compiled_ok does not hold. Made again when any of those tensors
+        is a new one (a loaded state, a gradient set to None and remade)."""
+        if not self._compiled_ok():
+            return None
+        self._adam_first_state()
+        self._ensure_scratch(1)     # (every parameter has its .grad)
+        groups = self.clip_groups()
+        state = self.opt.state
+        key = tuple(t.data_ptr() for group in groups for p in group
+                    for t in (p, p.grad, state[p]["exp_avg"], state[p]["exp_avg_sq"],
+                              state[p]["step"]))
+        if self._net_steps is None or self._net_steps[0] != key:
+            g = self.opt.param_groups[0]
+            beta1, beta2 = g["betas"]
+
+            def net(params):
+                st = [state[p] for p in params]
+                return _core.NetStep([p.detach().numpy() for p in params],
+                                     [p.grad.numpy() for p in params],
+                                     [x["exp_avg"].numpy() for x in st],
+                                     [x["exp_avg_sq"].numpy() for x in st],
+                                     [x["step"].numpy() for x in st],
+                                     beta1, beta2, g["eps"], self.cfg.max_grad_norm)
+            self._net_steps = (key, net(groups[0]), net(groups[1]))
+        return self._net_steps[1:]
+
+    def _actor_step(self, x, mk, a, lp0, adv, params) -> tuple:
+        """The actor's whole minibatch step (under no_grad): its gradients, their clip and its
+        Adam step; returns (surrogate, entropy, approximate KL, clipped share). Compiled where
+        this update's steps are (_compiled_steps), else the torch path."""
+        if self._steps is None:
+            got = self._actor_grads(x, mk, a, lp0, adv)
+            _clip_grad_norm([p.grad for p in params], self.cfg.max_grad_norm)
+            self._adam_params(params)
+            return got
+        plan = self._plan
+        allowed = (mk.numpy() if mk is not None else _all_allowed(
+            (x.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
+        pg, ent, kl, clipped, _ = self._steps[0].actor_step(
+            x.numpy(), None if plan is None else plan.cols.numpy(),
+            None if plan is None else plan.acts.numpy(), allowed, a.numpy(), lp0.numpy(),
+            np.ascontiguousarray(adv.numpy()), float(self.cfg.clip), float(self.entropy_coef),
+            float(self.opt.param_groups[0]["lr"]))
+        return pg, ent, kl, clipped
+
+    def _critic_step(self, x, ret, params) -> float:
+        """The critic's whole minibatch step (under no_grad), as _actor_step; returns the value
+        loss."""
+        if self._steps is None:
+            v_loss = self._critic_grads(x, ret)
+            _clip_grad_norm([p.grad for p in params], self.cfg.max_grad_norm)
+            self._adam_params(params)
+            return v_loss
+        plan = self._plan
+        v_loss, _ = self._steps[1].critic_step(
+            x.numpy(), None if plan is None else plan.cols.numpy(), ret.numpy(),
+            float(self.cfg.value_coef), float(self.opt.param_groups[0]["lr"]))
+        return v_loss
 
     def preparer(self, before: int):
         """A function of a batch that returns its Prepared for this learner's next update but
@@ -559,9 +642,7 @@ class PPOLearner:
                 for o, rt in critic_rows():
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
-                        out.append(self._critic_grads(o[sl], rt[sl]))
-                        _clip_grad_norm([p.grad for p in critic_params], cfg.max_grad_norm)
-                        self._adam_params(critic_params)
+                        out.append(self._critic_step(o[sl], rt[sl], critic_params))
             return out
 
         job = _critic_thread().submit(critic)
@@ -574,11 +655,9 @@ class PPOLearner:
                 for o, a, lp0, mk, advantages in actor_rows(old_logp, weight_all):
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
-                        actor_stats.append(self._actor_grads(
+                        actor_stats.append(self._actor_step(
                             o[sl], None if mk is None else mk[sl], a[sl], lp0[sl],
-                            advantages(sl)))
-                        _clip_grad_norm([p.grad for p in actor_params], cfg.max_grad_norm)
-                        self._adam_params(actor_params)
+                            advantages(sl), actor_params))
         except BaseException as exc:
             error = exc
         else:

@@ -494,6 +494,7 @@ cdef extern from "wfrl_update.h" nogil:
         float *step[6]
         float lr, beta1, beta2, eps, max_norm
     int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H, int64_t no)
+    int wfrl_gemm_level()
     void wfrl_actor_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
                          int64_t nc, const int64_t *acts, int64_t no, const uint8_t *allowed,
                          const int64_t *actions, const float *old_logp, const float *adv,
@@ -501,6 +502,17 @@ cdef extern from "wfrl_update.h" nogil:
     void wfrl_critic_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
                           int64_t nc, const float *ret, float value_coef, float *scratch,
                           double *stats)
+    int64_t wfrl_actor_logp(const wfrl_net_t *net, int64_t k, const float *x,
+                            const int64_t *cols, int64_t nc, const int64_t *acts, int64_t no,
+                            const uint8_t *allowed, const int64_t *actions,
+                            const float *behaviour_logp, float max_weight, float *scratch,
+                            float *logp, float *weight)
+
+
+def compiled_step_fast():
+    """Whether the compiled minibatch step runs its fast tiling on this CPU (AVX-512); elsewhere
+    it is correct but slower than torch's steps, which the learner then keeps."""
+    return wfrl_gemm_level() == 2
 
 
 cdef float *_f32_ptr(object arr, tuple shape, str what) except NULL:
@@ -569,6 +581,32 @@ cdef class NetStep:
                       f"NetStep: column indices must increase within 0..{self.net.I - 1}")
         return nc
 
+    cdef int64_t _outputs(self, const int64_t[::1] acts) except -1:
+        cdef int64_t no, j
+        if acts is None:
+            no = self.net.O
+        else:
+            no = acts.shape[0]
+            for j in range(no):
+                _need(0 <= acts[j] < self.net.O and (j == 0 or acts[j] > acts[j - 1]),
+                      f"NetStep: action indices must increase within 0..{self.net.O - 1}")
+        _need(no > 0 and no <= WFRL_N_ACTIONS, f"NetStep: 1..{WFRL_N_ACTIONS} actions in use")
+        return no
+
+    cdef _check_rows(self, int64_t k, int64_t no, const uint8_t[:, ::1] allowed,
+                     const int64_t[::1] actions, rows):
+        _need(allowed.shape[0] == k and allowed.shape[1] == no,
+              f"NetStep: allowed must have shape ({k}, {no})")
+        _need(actions.shape[0] == k and all(len(r) == k for r in rows),
+              f"NetStep: actions, log-probabilities and advantages must have {k} entries")
+        cdef bint in_range = True
+        cdef int64_t i
+        with nogil:
+            for i in range(k):
+                if actions[i] < 0 or actions[i] >= no:
+                    in_range = False
+        _need(in_range, f"NetStep: an action lies outside 0..{no - 1}")
+
     def actor_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
                    const int64_t[::1] acts, const uint8_t[:, ::1] allowed not None,
                    const int64_t[::1] actions not None, const float[::1] old_logp not None,
@@ -578,25 +616,8 @@ cdef class NetStep:
         indices into acts, behaviour log-probabilities and normalised advantages [k]. Returns
         the minibatch means (clipped surrogate, entropy, approximate KL, clipped share) and the
         gradient norm before the clip."""
-        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), no, j, i
-        if acts is None:
-            no = self.net.O
-        else:
-            no = acts.shape[0]
-            for j in range(no):
-                _need(0 <= acts[j] < self.net.O and (j == 0 or acts[j] > acts[j - 1]),
-                      f"NetStep: action indices must increase within 0..{self.net.O - 1}")
-        _need(no > 0 and no <= WFRL_N_ACTIONS, f"NetStep: 1..{WFRL_N_ACTIONS} actions in use")
-        _need(allowed.shape[0] == k and allowed.shape[1] == no,
-              f"NetStep: allowed must have shape ({k}, {no})")
-        _need(actions.shape[0] == k and old_logp.shape[0] == k and adv.shape[0] == k,
-              f"NetStep: actions, old_logp and adv must have {k} entries")
-        cdef bint in_range = True
-        with nogil:
-            for i in range(k):
-                if actions[i] < 0 or actions[i] >= no:
-                    in_range = False
-        _need(in_range, f"NetStep: an action lies outside 0..{no - 1}")
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), no = self._outputs(acts)
+        self._check_rows(k, no, allowed, actions, (old_logp, adv))
         cdef float *scratch = self._scratch(k, nc, no)
         cdef double stats[6]
         cdef const int64_t *cp = NULL
@@ -611,6 +632,32 @@ cdef class NetStep:
                             &old_logp[0], &adv[0], clip, ent_coef, scratch, stats)
         _need(stats[4] == 0, f"NetStep: {int(stats[4])} row(s) allow no action")
         return stats[0] / k, stats[1] / k, stats[2] / k, stats[3] / k, stats[5]
+
+    def actor_logp(self, const float[:, ::1] x not None, const int64_t[::1] cols,
+                   const int64_t[::1] acts, const uint8_t[:, ::1] allowed not None,
+                   const int64_t[::1] actions not None,
+                   const float[::1] behaviour_logp not None, float max_weight):
+        """The actor's log-probability of each row's action (arguments as actor_step) and the
+        weight min(exp(log p - behaviour_logp), max_weight): two float32 arrays [k]. A masked
+        action gets -inf and weight 0. Nothing is stepped."""
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), no = self._outputs(acts)
+        self._check_rows(k, no, allowed, actions, (behaviour_logp,))
+        cdef float *scratch = self._scratch(k, nc, no)
+        logp, weight = np.empty(k, np.float32), np.empty(k, np.float32)
+        cdef float[::1] lv = logp, wv = weight
+        cdef const int64_t *cp = NULL
+        cdef const int64_t *ap = NULL
+        if cols is not None:
+            cp = &cols[0]
+        if acts is not None:
+            ap = &acts[0]
+        cdef int64_t empty
+        with nogil:
+            empty = wfrl_actor_logp(&self.net, k, &x[0, 0], cp, nc, ap, no, &allowed[0, 0],
+                                    &actions[0], &behaviour_logp[0], max_weight, scratch,
+                                    &lv[0], &wv[0])
+        _need(empty == 0, f"NetStep: {empty} row(s) allow no action")
+        return logp, weight
 
     def critic_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
                     const float[::1] ret not None, float value_coef, float lr):

@@ -15,10 +15,10 @@
  * minus the entropy bonus, with its gradient in the same pass); the critic's is
  * value_coef · 0.5 · mean((v - R)²).
  *
- * The products are one register-blocked kernel (wfrl_gemm): blocks of 6 rows × up to 64 columns
- * held in 24 vector registers for the whole sum, every operand streamed once per block. This
- * code is compiled with multiply-add contraction on (the pragma below), unlike the rest of the
- * extension: the products' rounding is not held to torch's anyway (MKL's blocking sums in another
+ * The products are one register-blocked kernel (wfrl_gemm): with AVX-512, blocks of 6 rows × 64
+ * columns held in 24 vector registers for the whole sum, every operand streamed once per block
+ * (narrower blocks for narrower registers). This code is compiled with multiply-add contraction
+ * on (the pragma below), unlike the rest of the extension: the products' rounding is not held to torch's anyway (MKL's blocking sums in another
  * order), and a fused multiply-add doubles what each cycle does here.
  *
  * Reference: the learner's torch path (wfrl/ppo/learner.py, PPOLearner(compiled=False): the same
@@ -59,21 +59,59 @@ static inline int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H,
     return 16 + lh * (2 * ln + 3 * H + 2 * no + 4 + 4 * k) + lo * (H + 2) + 2 * WFRL_PAD16(k * no);
 }
 
+#if defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
+#endif
 
-/* The kernel for one block of MR rows and NV vectors of 16 columns, columns c0.. of C: C[m, c] =
- * bias[c] + Σ_k A(m, k)·B[k, c], A(m, k) = A[m·sam + k·sak]. B and bias are read for all 16·NV
- * lanes (padded); `ncols` of them are stored (the rest of the last vector is dropped). */
+/* The register tiling of the products, by what the CPU has (wfrl_gemm_level): with AVX-512 (32
+ * registers of 16 floats; level 2) blocks of 6 rows × 64 columns, 24 accumulators; otherwise
+ * 2 rows × 16 columns, correct everywhere but slow (the 16-float vector type is not native
+ * there): the learner steps in C only where the level is 2 and keeps torch's steps elsewhere
+ * (wfrl/ppo/learner.py, _compiled_ok). Every clone compiles both tilings and runs the one for
+ * the CPU it was chosen for; wfrl_gemm_level_override (tests) forces one. */
+static int wfrl_gemm_level_override = -1;
+
+static inline int wfrl_gemm_level(void)
+{
+    if (wfrl_gemm_level_override >= 0)
+        return wfrl_gemm_level_override;
+#if defined(__GNUC__) && defined(__x86_64__)
+    static int level = -1;
+    if (level < 0)
+        level = __builtin_cpu_supports("avx512f") ? 2 : 0;
+    return level;
+#else
+    return 0;
+#endif
+}
+
+#if defined(__GNUC__)
+/* The kernel for one block of MR rows and NV vectors of 16 columns, columns c0.. of C, over the
+ * terms k0..k1: C[m, c] = (k0 == 0 ? bias[c] : C[m, c]) + Σ_k A(m, k)·B[k, c], A(m, k) =
+ * A[m·sam + k·sak]. B and bias are read for all 16·NV lanes (padded); `ncols` of them are read
+ * from and stored to C (the rest of the last vector is dropped). Each output is its own sum over
+ * k in order. */
 #define WFRL_GEMM_BLOCK(MR, NV)                                                                    \
     do {                                                                                           \
         wfrl_f16 acc[MR][NV];                                                                      \
+        float tmp_[16] __attribute__((aligned(64)));                                               \
         for (int i_ = 0; i_ < (MR); ++i_)                                                          \
-            for (int j_ = 0; j_ < (NV); ++j_)                                                      \
-                acc[i_][j_] = bias ? (wfrl_f16) * (const wfrl_f16u *)(bias + c0 + 16 * j_)     \
-                                   : (wfrl_f16){0};                                        \
+            for (int j_ = 0; j_ < (NV); ++j_) {                                                    \
+                const int64_t left_ = ncols - 16 * j_;                                             \
+                const float *row_ = C + (m0 + i_) * ldc + c0 + 16 * j_;                            \
+                if (k0 == 0) {                                                                     \
+                    acc[i_][j_] = bias ? (wfrl_f16) * (const wfrl_f16u *)(bias + c0 + 16 * j_)    \
+                                       : (wfrl_f16){0};                                            \
+                } else if (left_ >= 16) {                                                          \
+                    acc[i_][j_] = *(const wfrl_f16u *)row_;                                        \
+                } else {                                                                           \
+                    memcpy(tmp_, row_, (size_t)left_ * sizeof(float));                             \
+                    acc[i_][j_] = *(const wfrl_f16 *)tmp_;                                         \
+                }                                                                                  \
+            }                                                                                      \
         const float *a_ = A + m0 * sam;                                                            \
-        for (int64_t k_ = 0; k_ < K; ++k_) {                                                       \
+        for (int64_t k_ = k0; k_ < k1; ++k_) {                                                     \
             wfrl_f16 b_[NV];                                                                       \
             for (int j_ = 0; j_ < (NV); ++j_)                                                      \
                 b_[j_] = *(const wfrl_f16u *)(B + k_ * ldb + c0 + 16 * j_);                        \
@@ -90,7 +128,6 @@ static inline int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H,
                 if (left_ >= 16) {                                                                 \
                     *(wfrl_f16u *)(row_ + 16 * j_) = acc[i_][j_];                                  \
                 } else if (left_ > 0) {                                                            \
-                    float tmp_[16] __attribute__((aligned(64)));                                   \
                     *(wfrl_f16 *)tmp_ = acc[i_][j_];                                               \
                     memcpy(row_ + 16 * j_, tmp_, (size_t)left_ * sizeof(float));                   \
                 }                                                                                  \
@@ -98,32 +135,77 @@ static inline int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H,
         }                                                                                          \
     } while (0)
 
-/* The rows of one panel of up to 64 columns (NV vectors): blocks of 6 rows, then single rows. */
-#define WFRL_GEMM_PANEL(NV)                                                                        \
+/* The rows of one panel (NV vectors): blocks of MR rows, then single rows. */
+#define WFRL_GEMM_PANEL(MR, NV)                                                                    \
     do {                                                                                           \
         int64_t m0 = 0;                                                                            \
-        for (; m0 + 6 <= M; m0 += 6)                                                               \
-            WFRL_GEMM_BLOCK(6, NV);                                                                \
+        for (; m0 + (MR) <= M; m0 += (MR))                                                         \
+            WFRL_GEMM_BLOCK(MR, NV);                                                               \
         for (; m0 < M; ++m0)                                                                       \
             WFRL_GEMM_BLOCK(1, NV);                                                                \
     } while (0)
 
+/* The same with blocks of 6 rows and the last 1-5 rows as one block (not row by row: a weight
+ * gradient has 64 or 87 rows, and a single-row block goes over the whole sum for one row's
+ * accumulators). */
+#define WFRL_GEMM_PANEL6(NV)                                                                       \
+    do {                                                                                           \
+        int64_t m0 = 0;                                                                            \
+        for (; m0 + 6 <= M; m0 += 6)                                                               \
+            WFRL_GEMM_BLOCK(6, NV);                                                                \
+        switch (M - m0) {                                                                          \
+        case 5: WFRL_GEMM_BLOCK(5, NV); break;                                                     \
+        case 4: WFRL_GEMM_BLOCK(4, NV); break;                                                     \
+        case 3: WFRL_GEMM_BLOCK(3, NV); break;                                                     \
+        case 2: WFRL_GEMM_BLOCK(2, NV); break;                                                     \
+        case 1: WFRL_GEMM_BLOCK(1, NV); break;                                                     \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
+#endif
+
+/* Terms per pass of a long sum (the weight gradients' sums over a minibatch's rows): the rows of
+ * A and B one pass reads stay in the core's cache while every block of C goes over them. */
+#define WFRL_GEMM_KC 256
+
 /* C[M, N] (row stride ldc) = bias + A·B for A(m, k) = A[m·sam + k·sak] (any strides: a matrix or
  * its transpose) and B [K, N] with row stride ldb. B's rows and bias (NULL: 0) must be readable
- * up to N rounded up to 16 (the learner pads them with zeros); only N columns of C are written. */
+ * up to N rounded up to 16 (the learner pads them with zeros); only N columns of C are written.
+ * Sums longer than WFRL_GEMM_KC terms are taken in passes of that many (the same order). */
 WFRL_SIMD_CLONES
 static void wfrl_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
                       const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc)
 {
-    for (int64_t c0 = 0; c0 < N; c0 += 64) {
-        const int64_t ncols = N - c0 < 64 ? N - c0 : 64;
-        switch ((ncols + 15) / 16) {
-        case 4: WFRL_GEMM_PANEL(4); break;
-        case 3: WFRL_GEMM_PANEL(3); break;
-        case 2: WFRL_GEMM_PANEL(2); break;
-        default: WFRL_GEMM_PANEL(1); break;
+#if defined(__GNUC__)
+    const int level = wfrl_gemm_level();
+    const int64_t width = level == 2 ? 64 : 16;
+    int64_t k0 = 0;
+    do {
+        const int64_t k1 = K - k0 > WFRL_GEMM_KC ? k0 + WFRL_GEMM_KC : K;
+        for (int64_t c0 = 0; c0 < N; c0 += width) {
+            const int64_t ncols = N - c0 < width ? N - c0 : width;
+            if (level == 2) {
+                switch ((ncols + 15) / 16) {
+                case 4: WFRL_GEMM_PANEL6(4); break;
+                case 3: WFRL_GEMM_PANEL6(3); break;
+                case 2: WFRL_GEMM_PANEL6(2); break;
+                default: WFRL_GEMM_PANEL6(1); break;
+                }
+            } else {
+                WFRL_GEMM_PANEL(2, 1);
+            }
         }
-    }
+        k0 = k1;
+    } while (k0 < K);
+#else
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < N; ++c) {
+            float acc = bias ? bias[c] : 0.0f;
+            for (int64_t k = 0; k < K; ++k)
+                acc += A[m * sam + k * sak] * B[k * ldb + c];
+            C[m * ldc + c] = acc;
+        }
+#endif
 }
 
 /* g[c] = Σ_r D[r·ld + c] for c < N (a bias's gradient). */
@@ -354,6 +436,51 @@ static void wfrl_critic_step(const wfrl_net_t *net, int64_t k, const float *x, c
     stats[1] = wfrl_step_apply(net, cols, NULL, &s);
 }
 
+/* The actor's log-probability of each row's taken action and its proximal weight, for the
+ * decoupled objective on a stale batch (wfrl/ppo/learner.py, proximal_weights): the forward pass
+ * of the used columns and actions, log p_a = z_a - logsumexp over the allowed actions (-inf and
+ * weight 0 for a masked taken action), weight = min(exp(log p_a - behaviour_logp), max_weight).
+ * Returns the number of rows that allow no action (their results are NaN). */
+WFRL_SIMD_CLONES
+static int64_t wfrl_actor_logp(const wfrl_net_t *net, int64_t k, const float *x,
+                               const int64_t *cols, int64_t nc, const int64_t *acts, int64_t no,
+                               const uint8_t *allowed, const int64_t *actions,
+                               const float *behaviour_logp, float max_weight, float *scratch,
+                               float *logp, float *weight)
+{
+    wfrl_step_mem s;
+    wfrl_step_prepare(net, k, cols, nc, acts, no, scratch, &s);
+    wfrl_step_forward(net, x, &s);
+    int64_t empty = 0;
+    for (int64_t r = 0; r < k; ++r) {
+        const float *z = s.out + r * no;
+        const uint8_t *ok = allowed + r * no;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < no; ++j)
+            mx = ok[j] && z[j] > mx ? z[j] : mx;
+        if (mx == -INFINITY) {
+            ++empty;
+            logp[r] = weight[r] = NAN;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < no; ++j)
+            sum += ok[j] ? wfrl_exp_nonpos(z[j] - mx) : 0.0f;
+        const int64_t a = actions[r];
+        if (!ok[a]) {
+            logp[r] = -INFINITY;
+            weight[r] = 0.0f;
+            continue;
+        }
+        logp[r] = (z[a] - mx) - logf(sum);
+        const float w = expf(logp[r] - behaviour_logp[r]);
+        weight[r] = w < max_weight ? w : max_weight;
+    }
+    return empty;
+}
+
+#if defined(__GNUC__)
 #pragma GCC pop_options
+#endif
 
 #endif

@@ -60,6 +60,14 @@ def test_ppo_reaches_the_known_optimum():
     assert learner.version == 100
 
 
+@pytest.fixture
+def compiled_on_any_cpu(monkeypatch):
+    """The learner's compiled steps on whatever CPU runs the tests (without AVX-512 they use the
+    narrow tiling: slower than torch's, the same numbers)."""
+    import wfrl.ppo.learner as learner_module
+    monkeypatch.setattr(learner_module, "COMPILED_FAST", True)
+
+
 def _recorded_batch(mask: bool, seed: int = 3):
     """A real batch: simulator episodes of an untrained policy through the collector and to_batch
     (memory block and mask as configured)."""
@@ -347,7 +355,8 @@ def test_compact_update_equals_the_full_width_update(kw, stale, compiled):
                                       ({"hidden": 24}, False),
                                       ({"mask": False, "memory": False}, False)])
 @pytest.mark.parametrize("compact", [True, False])
-def test_compiled_steps_equal_the_torch_steps(kw, stale, compact, one_thread):
+def test_compiled_steps_equal_the_torch_steps(kw, stale, compact, one_thread,
+                                              compiled_on_any_cpu):
     # Each network's minibatch step in C (csrc/wfrl_update.h: products, policy head or value
     # loss, backward, clip, Adam) against the same step through torch's products and fused Adam
     # (compiled=False), four updates in a row on a real batch (the first on one thread, the
@@ -367,7 +376,7 @@ def test_compiled_steps_equal_the_torch_steps(kw, stale, compact, one_thread):
         c.set_progress(k / 4)     # (a learning rate that moves)
         t.set_progress(k / 4)
         sc, st = c.update(batch, stale=stale), t.update(batch, stale=stale)
-        assert c._steps is not None and t._steps is None      # (each path ran)
+        assert c._net_steps is not None and t._net_steps is None      # (each path ran)
         for key in sc:
             assert sc[key] == pytest.approx(st[key], rel=1e-4, abs=1e-6), key
     np.testing.assert_allclose(c.flat_weights(), t.flat_weights(), rtol=1e-4, atol=2e-6)
@@ -382,18 +391,55 @@ def test_compiled_steps_equal_the_torch_steps(kw, stale, compact, one_thread):
     assert c._gen.get_state().equal(t._gen.get_state())
 
 
-def test_compiled_steps_only_where_they_apply():
-    # The C step clips the network it steps and does not stop between its passes: the joint clip
-    # and the KL stop keep the torch steps; so does compiled=False.
+@pytest.mark.parametrize("compact", [True, False])
+def test_compiled_proximal_pass_equals_the_torch_one(compact, compiled_on_any_cpu):
+    # The decoupled objective's proximal pass in C (NetStep.actor_logp) against torch's: the
+    # same log-probabilities and weights up to float rounding, on a real batch with one taken
+    # action masked (log-probability -inf, weight 0) and weights that reach the cap.
     import dataclasses
     cfg, batch = _recorded_batch(True)
+    lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9, compact=compact)
+    obs = torch.from_numpy(batch.obs)
+    masks = torch.from_numpy(batch.masks.view(np.uint8).copy())
+    actions = torch.from_numpy(batch.actions.astype(np.int64))
+    masks[0, actions[0]] = 0
+    behaviour = torch.from_numpy(batch.logprobs.copy())
+    behaviour[1:40] -= 3.0                                   # weights above the cap of 10
+    from wfrl.ppo.learner import _Compact
+    plan = _Compact.of(obs.numpy(), masks.numpy(), actions.numpy(), cfg.hidden) if compact else None
+    if plan is not None:
+        obs, masks, actions = plan.obs, plan.masks, plan.actions
+    lrn._plan = plan
+    want = lrn.proximal_weights(obs, actions, behaviour, masks, plan)
+    lrn._steps = lrn._compiled_steps()
+    got = lrn.proximal_weights(obs, actions, behaviour, masks, plan)
+    assert got[0][0] == -np.inf and want[0][0] == -np.inf and got[1][0] == 0 == want[1][0]
+    np.testing.assert_allclose(got[0][1:].numpy(), want[0][1:].numpy(), rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=2e-5, atol=1e-6)
+    assert (got[1] == PPOLearner.MAX_PROXIMAL_WEIGHT).sum() > 10
+    masks[2] = 0
+    with pytest.raises(ValueError, match="allow no action"):
+        lrn.proximal_weights(obs, actions, behaviour, masks, plan)
+
+
+def test_compiled_steps_only_where_they_apply(monkeypatch):
+    # The C step clips the network it steps and does not stop between its passes: the joint clip
+    # and the KL stop keep the torch steps; so do compiled=False and a CPU without AVX-512.
+    import dataclasses
+    import wfrl.ppo.learner as learner_module
+    cfg, batch = _recorded_batch(True)
+    with monkeypatch.context() as m:
+        m.setattr(learner_module, "COMPILED_FAST", False)
+        lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9)
+        lrn.update(batch)
+        assert lrn._net_steps is None
     for kw, compiled, want in (({"clip_per_net": True}, True, True),
                                ({"clip_per_net": False}, True, False),
                                ({"clip_per_net": True, "target_kl": 1.0}, True, False),
                                ({"clip_per_net": True}, False, False)):
         lrn = PPOLearner(dataclasses.replace(cfg, **kw), seed=9, compiled=compiled)
         lrn.update(batch)
-        assert (lrn._steps is not None) == want, kw
+        assert (lrn._net_steps is not None) == want, kw
 
 
 def test_compiled_step_refuses_bad_input():
@@ -434,6 +480,27 @@ def test_compiled_step_refuses_bad_input():
     with pytest.raises(ValueError, match="float32"):
         _core.NetStep([a.astype(np.float64) for a in group()], group(), group(), group(), steps,
                       0.9, 0.999, 1e-5, 0.5)
+
+
+def test_compiled_step_is_clean_under_asan_and_ubsan_and_equals_its_plain_twin(tmp_path):
+    # csrc/tools/check_update.c: random networks (hidden widths 1-70, most padded), input and
+    # action subsets, masks and minibatch sizes, every array exactly sized; each actor and
+    # critic step under every register tiling this CPU runs, against the same step in double
+    # precision written out plainly (loss, clipped gradients, parameters after Adam).
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    exe = tmp_path / "check_update"
+    build = subprocess.run(
+        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-fopenmp-simd", "-I",
+         str(root / "csrc"), str(root / "csrc/tools/check_update.c"), "-o", str(exe), "-lm"],
+        capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    res = subprocess.run([str(exe), "90", "7"], capture_output=True, text=True, timeout=300,
+                         env={"ASAN_OPTIONS": "detect_leaks=1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "all invariants held: 90 steps" in res.stdout and "runtime error" not in res.stderr
 
 
 def test_direct_fused_adam_step_equals_torch_adam_step():

@@ -77,6 +77,9 @@ def _clip_grad_norm(grads: list, max_norm: float) -> None:
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
 
 
+# Whether this CPU runs the compiled step's fast products (AVX-512); tests may set it.
+COMPILED_FAST = _core.compiled_step_fast()
+
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
 
@@ -307,6 +310,7 @@ class PPOLearner:
         try:
             return self._update(batch, between, stale, prepared)
         finally:
+            self._steps = None     # (they hold this update's tensors; made again by the next)
             if enabled:
                 gc.enable()
 
@@ -416,10 +420,11 @@ class PPOLearner:
         """Whether this update's minibatch steps may run compiled (csrc/wfrl_update.h, one call
         per network and minibatch): the hand-written path with compiled=True, each network
         clipped alone (the C step clips the network it steps), no KL stop (the C step does not
-        stop between its forward and backward passes) and a plain fused Adam (whose kernel it
-        replaces)."""
+        stop between its forward and backward passes), a plain fused Adam (whose kernel it
+        replaces) and a CPU with AVX-512 (COMPILED_FAST; elsewhere the C products are slower
+        than torch's)."""
         cfg = self.cfg
-        return (self.compiled and cfg.clip_per_net and cfg.target_kl == 0
+        return (self.compiled and COMPILED_FAST and cfg.clip_per_net and cfg.target_kl == 0
                 and self._adam_plain())
 
     def _compiled_steps(self) -> "tuple | None":
@@ -759,7 +764,17 @@ class PPOLearner:
         is weighted by π_prox(a|s) / π_behav(a|s) (at most MAX_PROXIMAL_WEIGHT). With fresh
         weights the two policies are the same and this is ordinary PPO. Returns (proximal
         log-probabilities, weights). With a _Compact plan, obs, actions and masks are the plan's
-        and only the actor's used columns and actions are multiplied (the value is not needed)."""
+        and only the actor's used columns and actions are multiplied (the value is not needed).
+        Where this update's steps are compiled, the pass is too (NetStep.actor_logp)."""
+        if self._steps is not None:
+            allowed = (masks.numpy() if masks is not None else _all_allowed(
+                (obs.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
+            prox, weight = self._steps[0].actor_logp(
+                obs.numpy(), None if plan is None else plan.cols.numpy(),
+                None if plan is None else plan.acts.numpy(), allowed, actions.numpy(),
+                np.ascontiguousarray(behaviour_logp.numpy(), np.float32),
+                self.MAX_PROXIMAL_WEIGHT)
+            return torch.from_numpy(prox), torch.from_numpy(weight)
         if plan is None:
             logits = self.model.actor(obs)     # (the critic may be stepping on another thread)
         else:

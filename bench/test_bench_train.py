@@ -5,12 +5,14 @@
 Targets (issue: outgrow one machine): on the simulator with the default collector, the
 update-only rate (batch building + PPO update) of the default path ≥ 1.5x the original path's
 and ≥ 1.1x the autograd path's (which the hand-written backward replaced), the full-width
-products' (which the compact plan replaced) and the one-thread update's (which the actor and
-critic on two threads replaced), and end-to-end
+products' (which the compact plan replaced), the one-thread update's (which the actor and
+critic on two threads replaced) and, where the compiled step runs (AVX-512), the torch steps'
+(which it replaced), and end-to-end
 training with overlap never slower than without it (medians of runs alternated in the same
 process, so the machine's drift hits both).
 """
 from wfrl.benchmarks import bench_train
+from wfrl.ppo.learner import COMPILED_FAST
 
 
 def test_train_update_and_overlap(benchmark):
@@ -24,4 +26,6 @@ def test_train_update_and_overlap(benchmark):
     assert out["update_speedup_over_autograd"] >= 1.1
     assert out["update_speedup_over_full_width"] >= 1.1
     assert out["update_speedup_over_one_thread"] >= 1.1
+    if COMPILED_FAST:
+        assert out["update_speedup_over_torch_steps"] >= 1.1
     assert out["e2e_overlap_episodes_per_s"] >= out["e2e_no_overlap_episodes_per_s"]

@@ -119,8 +119,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     - collect: the collector alone, `batches` batches of episodes_per_update episodes with fixed
       weights (episodes/s);
     - update: building the batch and the PPO update alone, on recorded batches, for the default
-      path (the hand-written backward over the columns and actions in use, the actor's and the
-      critic's steps on two threads), the same on one thread (one_thread), over every column
+      path (each network's minibatch step compiled, over the columns and actions in use, the
+      actor's and the critic's steps on two threads), the same with torch's products and fused
+      Adam (torch_steps: the hand-written backward), on one thread (one_thread), over every column
       and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
       Adam), alternated batch by batch (episodes/s of each, and the ratios); the first two on
@@ -178,6 +179,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         mine, theirs = learner_threads, out["torch_threads"]
         out["learner_threads"] = mine
         paths = {"default": (PPOLearner(ppo, seed=seed), False, mine),
+                 "torch_steps": (PPOLearner(ppo, seed=seed, compiled=False), False, mine),
                  "one_thread": (PPOLearner(ppo, seed=seed, split=False), False, mine),
                  "full_width": (PPOLearner(ppo, seed=seed, compact=False), False, mine),
                  "autograd": (PPOLearner(ppo, seed=seed, manual=False), False, theirs),
@@ -206,6 +208,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         out["update_full_width_episodes_per_s"]
     out["update_speedup_over_one_thread"] = out["update_default_episodes_per_s"] / \
         out["update_one_thread_episodes_per_s"]
+    out["update_speedup_over_torch_steps"] = out["update_default_episodes_per_s"] / \
+        out["update_torch_steps_episodes_per_s"]
     say(f"update only: {out['update_default_episodes_per_s']:.0f} episodes/s (original path "
         f"{out['update_original_episodes_per_s']:.0f}: {out['update_speedup']:.2f}x; autograd "
         f"path {out['update_autograd_episodes_per_s']:.0f}: "
@@ -213,7 +217,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         f"{out['update_full_width_episodes_per_s']:.0f}: "
         f"{out['update_speedup_over_full_width']:.2f}x; actor and critic on one thread "
         f"{out['update_one_thread_episodes_per_s']:.0f}: "
-        f"{out['update_speedup_over_one_thread']:.2f}x)")
+        f"{out['update_speedup_over_one_thread']:.2f}x; torch's steps "
+        f"{out['update_torch_steps_episodes_per_s']:.0f}: "
+        f"{out['update_speedup_over_torch_steps']:.2f}x)")
 
     # end to end, with and without overlap, alternated
     walls = {True: [], False: []}

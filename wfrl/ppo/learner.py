@@ -1,9 +1,15 @@
 """One PPO update on a flat batch (clipped surrogate, value loss, entropy bonus, minibatch epochs,
 per-minibatch advantage normalisation, global gradient-norm clipping).
 
-Three implementations of the same update, all held equal by tests/test_learner.py:
+Four implementations of the same update, all held equal by tests/test_learner.py:
 
-- `update` (the default): the backward pass written out by hand. Per minibatch step the six
+- `update` (the default) with compiled steps: where each network is clipped alone, there is no
+  KL stop and the CPU has AVX-512 (_compiled_ok), each network's whole minibatch step — forward,
+  policy head or value loss, backward, clip, Adam — is one GIL-free call into C
+  (csrc/wfrl_update.h, _core.NetStep), as is the decoupled objective's proximal pass; equal to
+  the torch steps below up to float rounding;
+- `update` with compiled=False (or where the compiled steps do not apply): the backward pass
+  written out by hand in torch. Per minibatch step the six
   matrix products of the forward pass and the ten of the backward go into buffers kept between
   steps (torch.addmm/mm with out=), tanh' = 1 − h² is applied in place, and each gradient lands
   directly in its parameter's .grad, where the gradient clip and fused Adam read it as usual:
@@ -18,8 +24,8 @@ Three implementations of the same update, all held equal by tests/test_learner.p
   log-softmax, surrogate and entropy as a dozen torch operations, fancy indexing per minibatch,
   unfused Adam. Equal to the others up to float32 rounding.
 
-The first two gather each epoch's shuffled batch once (numpy's take) and slice minibatches from
-it. All three draw the same permutations from the learner's generator, so they visit the same
+The first three gather each epoch's shuffled batch once (numpy's take) and slice minibatches from
+it. All four draw the same permutations from the learner's generator, so they visit the same
 minibatches."""
 from __future__ import annotations
 

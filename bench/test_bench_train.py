@@ -18,7 +18,7 @@ from wfrl.ppo.learner import COMPILED_FAST
 def test_train_update_and_overlap(benchmark):
     out = {}
     benchmark.group = "train"
-    benchmark.pedantic(lambda: out.update(bench_train(batches=16, e2e_episodes=3000, repeats=3,
+    benchmark.pedantic(lambda: out.update(bench_train(batches=16, e2e_episodes=3000, repeats=5,
                                                       progress=print)),
                        rounds=1, iterations=1)
     benchmark.extra_info.update({k: v for k, v in out.items() if not isinstance(v, list)})

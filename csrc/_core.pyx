@@ -524,6 +524,11 @@ cdef float *_f32_ptr(object arr, tuple shape, str what) except NULL:
     return &flat[0]
 
 
+cdef const int64_t *_indices(const int64_t[::1] idx):
+    """The data of an index array, or NULL for None (every index)."""
+    return NULL if idx is None or idx.shape[0] == 0 else &idx[0]
+
+
 cdef class NetStep:
     """One network of the learner (the actor or the critic: two tanh layers and a linear output)
     for the compiled minibatch step (csrc/wfrl_update.h): its six parameters W1 [H, I], b1 [H],
@@ -620,12 +625,8 @@ cdef class NetStep:
         self._check_rows(k, no, allowed, actions, (old_logp, adv))
         cdef float *scratch = self._scratch(k, nc, no)
         cdef double stats[6]
-        cdef const int64_t *cp = NULL
-        cdef const int64_t *ap = NULL
-        if cols is not None:
-            cp = &cols[0]
-        if acts is not None:
-            ap = &acts[0]
+        cdef const int64_t *cp = _indices(cols)
+        cdef const int64_t *ap = _indices(acts)
         self.net.lr = lr
         with nogil:
             wfrl_actor_step(&self.net, k, &x[0, 0], cp, nc, ap, no, &allowed[0, 0], &actions[0],
@@ -645,12 +646,8 @@ cdef class NetStep:
         cdef float *scratch = self._scratch(k, nc, no)
         logp, weight = np.empty(k, np.float32), np.empty(k, np.float32)
         cdef float[::1] lv = logp, wv = weight
-        cdef const int64_t *cp = NULL
-        cdef const int64_t *ap = NULL
-        if cols is not None:
-            cp = &cols[0]
-        if acts is not None:
-            ap = &acts[0]
+        cdef const int64_t *cp = _indices(cols)
+        cdef const int64_t *ap = _indices(acts)
         cdef int64_t empty
         with nogil:
             empty = wfrl_actor_logp(&self.net, k, &x[0, 0], cp, nc, ap, no, &allowed[0, 0],
@@ -669,9 +666,7 @@ cdef class NetStep:
         _need(ret.shape[0] == k, f"NetStep: ret must have {k} entries")
         cdef float *scratch = self._scratch(k, nc, 1)
         cdef double stats[2]
-        cdef const int64_t *cp = NULL
-        if cols is not None:
-            cp = &cols[0]
+        cdef const int64_t *cp = _indices(cols)
         self.net.lr = lr
         with nogil:
             wfrl_critic_step(&self.net, k, &x[0, 0], cp, nc,

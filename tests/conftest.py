@@ -268,3 +268,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def run_sanitized(tool: str, tmp_path, args, timeout: int = 300, extra_flags=(),
+                  env=None) -> str:
+    """Build csrc/tools/<tool>.c under AddressSanitizer and UndefinedBehaviorSanitizer (-O1,
+    every warning an error), run it with `args`, and assert that it succeeded with its summary
+    line and no runtime error; returns its standard output."""
+    exe = tmp_path / tool
+    build = subprocess.run(
+        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", *extra_flags, "-I",
+         str(ROOT / "csrc"), str(ROOT / "csrc/tools" / f"{tool}.c"), "-o", str(exe), "-lm"],
+        capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    res = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
+                         timeout=timeout, env=env or {"ASAN_OPTIONS": "detect_leaks=1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "all invariants held" in res.stdout and "runtime error" not in res.stderr
+    return res.stdout

@@ -1,8 +1,6 @@
 """The compiled PPO head (csrc/wfrl_head.h via wfrl.ppo.head.head_loss) equals its torch-autograd
 twin (head_loss_reference): loss, statistics and the gradient with respect to the logits."""
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +10,6 @@ from wfrl import _core
 from wfrl.ppo.head import head_loss, head_loss_reference
 
 A = 145
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _case(seed, n=300, masked=True, scale=3.0, ratio_spread=0.5):
@@ -105,14 +102,5 @@ def test_bad_arguments_are_refused():
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_head_is_clean_under_asan_and_ubsan(tmp_path):
-    exe = tmp_path / "check_head"
-    build = subprocess.run(
-        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-fopenmp-simd", "-I",
-         str(ROOT / "csrc"), str(ROOT / "csrc/tools/check_head.c"), "-o", str(exe), "-lm"],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    res = subprocess.run([str(exe), "300", "7"], capture_output=True, text=True, timeout=300,
-                         env={"ASAN_OPTIONS": "detect_leaks=1"})
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "all invariants held" in res.stdout and "runtime error" not in res.stderr
+    from conftest import run_sanitized
+    run_sanitized("check_head", tmp_path, [300, 7], extra_flags=["-fopenmp-simd"])

@@ -487,20 +487,9 @@ def test_compiled_step_is_clean_under_asan_and_ubsan_and_equals_its_plain_twin(t
     # action subsets, masks and minibatch sizes, every array exactly sized; each actor and
     # critic step under every register tiling this CPU runs, against the same step in double
     # precision written out plainly (loss, clipped gradients, parameters after Adam).
-    import subprocess
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    exe = tmp_path / "check_update"
-    build = subprocess.run(
-        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-fopenmp-simd", "-I",
-         str(root / "csrc"), str(root / "csrc/tools/check_update.c"), "-o", str(exe), "-lm"],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    res = subprocess.run([str(exe), "90", "7"], capture_output=True, text=True, timeout=300,
-                         env={"ASAN_OPTIONS": "detect_leaks=1"})
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "all invariants held: 90 steps" in res.stdout and "runtime error" not in res.stderr
+    from conftest import run_sanitized
+    out = run_sanitized("check_update", tmp_path, [90, 7], extra_flags=["-fopenmp-simd"])
+    assert "all invariants held: 90 steps" in out
 
 
 def test_direct_fused_adam_step_equals_torch_adam_step():

@@ -3,8 +3,6 @@ returns as the backend contract's step), the native vector env (its own checks, 
 episodes as n single envs in gymnasium's SyncVectorEnv, in every autoreset mode), make_vec for
 both backends, and bad input as one-line errors."""
 import shutil
-import subprocess
-from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -21,7 +19,6 @@ from wfrl.envs.sim import SimBackend, next_episode_seed
 from wfrl.envs.vector import Cage2VectorEnv
 from wfrl.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 
@@ -282,16 +279,8 @@ def test_vector_env_plays_the_episodes_of_n_single_envs(mode, reds):
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_vector_core_is_clean_under_asan_and_ubsan(tmp_path):
-    exe = tmp_path / "check_vec"
-    build = subprocess.run(
-        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc"),
-         str(ROOT / "csrc/tools/check_vec.c"), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    res = subprocess.run([str(exe), "37", "1000", "5"], capture_output=True, text=True,
-                         timeout=300, env={"ASAN_OPTIONS": "detect_leaks=1"})
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "all invariants held" in res.stdout and "runtime error" not in res.stderr
+    from conftest import run_sanitized
+    run_sanitized("check_vec", tmp_path, [37, 1000, 5])
 
 
 # -- bad input -------------------------------------------------------------------------------

@@ -529,6 +529,14 @@ cdef const int64_t *_indices(const int64_t[::1] idx):
     return NULL if idx is None or idx.shape[0] == 0 else &idx[0]
 
 
+cdef _increasing(const int64_t[::1] idx, int64_t limit, str what):
+    """Refuse index arrays that are not strictly increasing within 0..limit-1."""
+    cdef int64_t j
+    for j in range(idx.shape[0]):
+        _need(0 <= idx[j] < limit and (j == 0 or idx[j] > idx[j - 1]),
+              f"NetStep: {what} indices must increase within 0..{limit - 1}")
+
+
 cdef class NetStep:
     """One network of the learner (the actor or the critic: two tanh layers and a linear output)
     for the compiled minibatch step (csrc/wfrl_update.h): its six parameters W1 [H, I], b1 [H],
@@ -575,26 +583,22 @@ cdef class NetStep:
         return &view[0]
 
     cdef int64_t _columns(self, const float[:, ::1] x, const int64_t[::1] cols) except -1:
-        cdef int64_t nc = x.shape[1], c
+        cdef int64_t nc = x.shape[1]
         _need(x.shape[0] > 0, "NetStep: an empty minibatch")
         if cols is None:
             _need(nc == self.net.I, f"NetStep: x must have {self.net.I} columns")
         else:
             _need(cols.shape[0] == nc, "NetStep: one column index per column of x")
-            for c in range(nc):
-                _need(0 <= cols[c] < self.net.I and (c == 0 or cols[c] > cols[c - 1]),
-                      f"NetStep: column indices must increase within 0..{self.net.I - 1}")
+            _increasing(cols, self.net.I, "column")
         return nc
 
     cdef int64_t _outputs(self, const int64_t[::1] acts) except -1:
-        cdef int64_t no, j
+        cdef int64_t no
         if acts is None:
             no = self.net.O
         else:
             no = acts.shape[0]
-            for j in range(no):
-                _need(0 <= acts[j] < self.net.O and (j == 0 or acts[j] > acts[j - 1]),
-                      f"NetStep: action indices must increase within 0..{self.net.O - 1}")
+            _increasing(acts, self.net.O, "action")
         _need(no > 0 and no <= WFRL_N_ACTIONS, f"NetStep: 1..{WFRL_N_ACTIONS} actions in use")
         return no
 

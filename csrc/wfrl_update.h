@@ -17,9 +17,10 @@
  *
  * The products are one register-blocked kernel (wfrl_gemm): with AVX-512, blocks of 6 rows × 64
  * columns held in 24 vector registers for the whole sum, every operand streamed once per block
- * (narrower blocks for narrower registers). This code is compiled with multiply-add contraction
- * on (the pragma below), unlike the rest of the extension: the products' rounding is not held to torch's anyway (MKL's blocking sums in another
- * order), and a fused multiply-add doubles what each cycle does here.
+ * (elsewhere a narrow tiling, correct but slow: see wfrl_gemm_level). This code is compiled with
+ * multiply-add contraction on (the pragma below), unlike the rest of the extension: the
+ * products' rounding is not held to torch's anyway (MKL's blocking sums in another order), and a
+ * fused multiply-add doubles what each cycle does here.
  *
  * Reference: the learner's torch path (wfrl/ppo/learner.py, PPOLearner(compiled=False): the same
  * step through torch's matrix products and fused Adam), held equal up to float rounding by
@@ -257,8 +258,10 @@ static inline float *wfrl_take(float **cursor, int64_t n)
  * (for the forward pass), W2 and W3[acts] (for the backward). The packs are zeroed first, so
  * their padding lanes are 0; the other parts' padding lanes (only where H is not a multiple of
  * 16) are never written and never reach a stored result. */
-static inline WFRL_ALWAYS_INLINE void wfrl_step_prepare(const wfrl_net_t *net, int64_t k, const int64_t *cols, int64_t nc,
-                              const int64_t *acts, int64_t no, float *scratch, wfrl_step_mem *s)
+static inline WFRL_ALWAYS_INLINE void wfrl_step_prepare(const wfrl_net_t *net, int64_t k,
+                                                        const int64_t *cols, int64_t nc,
+                                                        const int64_t *acts, int64_t no,
+                                                        float *scratch, wfrl_step_mem *s)
 {
     const int64_t H = net->H, I = net->I, lh = WFRL_PAD16(H), lo = WFRL_PAD16(no);
     float *cur = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -340,8 +343,9 @@ static inline WFRL_ALWAYS_INLINE void wfrl_step_backward(const wfrl_net_t *net, 
 /* The full-size gradients into net->grad (0 where a column or output is not in use), clipped
  * to net->max_norm over the whole network, then one Adam step of every parameter. Returns the
  * norm before the clip. */
-static inline WFRL_ALWAYS_INLINE double wfrl_step_apply(const wfrl_net_t *net, const int64_t *cols, const int64_t *acts,
-                              const wfrl_step_mem *s)
+static inline WFRL_ALWAYS_INLINE double wfrl_step_apply(const wfrl_net_t *net,
+                                                       const int64_t *cols, const int64_t *acts,
+                                                       const wfrl_step_mem *s)
 {
     const int64_t H = net->H, I = net->I, O = net->O, lh = s->lh, nc = s->nc, no = s->no;
     float **g = (float **)net->grad;

@@ -97,12 +97,16 @@ static int twin_and_compare(net_data *d, int64_t k, const float *x,
                             loss_fn loss, void *ctx, long call)
 {
     const int64_t H = d->H, I = d->I;
-    double *a1 = calloc((size_t)(k * H), sizeof(double)), *a2 = calloc((size_t)(k * H), sizeof(double));
-    double *out = calloc((size_t)(k * no), sizeof(double)), *dout = calloc((size_t)(k * no), sizeof(double));
-    double *d1 = calloc((size_t)(k * H), sizeof(double)), *d2 = calloc((size_t)(k * H), sizeof(double));
+    double *a1 = calloc((size_t)(k * H), sizeof(double));
+    double *a2 = calloc((size_t)(k * H), sizeof(double));
+    double *d1 = calloc((size_t)(k * H), sizeof(double));
+    double *d2 = calloc((size_t)(k * H), sizeof(double));
+    double *out = calloc((size_t)(k * no), sizeof(double));
+    double *dout = calloc((size_t)(k * no), sizeof(double));
     double *g[6];
     for (int q = 0; q < 6; ++q) g[q] = calloc((size_t)d->sizes[q], sizeof(double));
-    double *W1 = d->rp[0], *b1 = d->rp[1], *W2 = d->rp[2], *b2 = d->rp[3], *W3 = d->rp[4], *b3 = d->rp[5];
+    const double *W1 = d->rp[0], *b1 = d->rp[1], *W2 = d->rp[2];
+    const double *b2 = d->rp[3], *W3 = d->rp[4], *b3 = d->rp[5];
     for (int64_t r = 0; r < k; ++r) {
         for (int64_t o = 0; o < H; ++o) {
             double s = b1[o];
@@ -244,7 +248,8 @@ int main(int argc, char **argv)
         const int64_t I = 1 + (int64_t)(wfrl_rng_uniform(&rng) * 40);
         const int actor = c % 2 == 0;
         const int64_t O = actor ? 1 + (int64_t)(wfrl_rng_uniform(&rng) * WFRL_N_ACTIONS) : 1;
-        int64_t *cols = malloc((size_t)I * sizeof(int64_t)), *acts = malloc((size_t)O * sizeof(int64_t));
+        int64_t *cols = malloc((size_t)I * sizeof(int64_t));
+        int64_t *acts = malloc((size_t)O * sizeof(int64_t));
         const int64_t nc = subset(&rng, I, cols);
         const int64_t no = actor ? subset(&rng, O, acts) : 1;
         float *x = malloc((size_t)(k * nc) * sizeof(float));
@@ -260,7 +265,8 @@ int main(int argc, char **argv)
         if (actor) {
             uint8_t *allowed = malloc((size_t)(k * no));
             int64_t *actions = malloc((size_t)k * sizeof(int64_t));
-            float *old_logp = malloc((size_t)k * sizeof(float)), *adv = malloc((size_t)k * sizeof(float));
+            float *old_logp = malloc((size_t)k * sizeof(float));
+            float *adv = malloc((size_t)k * sizeof(float));
             for (int64_t r = 0; r < k; ++r) {
                 for (int64_t j = 0; j < no; ++j) allowed[r * no + j] = wfrl_rng_uniform(&rng) < 0.6;
                 actions[r] = (int64_t)(wfrl_rng_uniform(&rng) * (double)no);

@@ -112,9 +112,14 @@ class _Scratch:
         self.v, self.dv = buf(1), buf(1)
 
     def attach_grads(self) -> None:
-        for p in self.params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
+        _attach_grads(self.params)
+
+
+def _attach_grads(params) -> None:
+    """A zero .grad on every parameter that has none (after a zero_grad(set_to_none=True))."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
 
 
 class _Compact:
@@ -440,7 +445,7 @@ class PPOLearner:
         if not self._compiled_ok():
             return None
         self._adam_first_state()
-        self._ensure_scratch(1)     # (every parameter has its .grad)
+        _attach_grads(self.model.parameters())     # (the C step writes every .grad)
         groups = self.clip_groups()
         state = self.opt.state
         key = tuple(t.data_ptr() for group in groups for p in group
@@ -470,15 +475,21 @@ class PPOLearner:
             _clip_grad_norm([p.grad for p in params], self.cfg.max_grad_norm)
             self._adam_params(params)
             return got
-        plan = self._plan
-        allowed = (mk.numpy() if mk is not None else _all_allowed(
-            (x.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
         pg, ent, kl, clipped, _ = self._steps[0].actor_step(
-            x.numpy(), None if plan is None else plan.cols.numpy(),
-            None if plan is None else plan.acts.numpy(), allowed, a.numpy(), lp0.numpy(),
+            *self._compiled_rows(x, mk, self._plan), a.numpy(), lp0.numpy(),
             np.ascontiguousarray(adv.numpy()), float(self.cfg.clip), float(self.entropy_coef),
             float(self.opt.param_groups[0]["lr"]))
         return pg, ent, kl, clipped
+
+    @staticmethod
+    def _compiled_rows(x, masks, plan) -> tuple:
+        """What a compiled actor call takes for rows x: (x, the input columns in use, the
+        actions in use — None for every one without a plan —, the allowed-action mask, all
+        ones for an unmasked policy), as numpy arrays."""
+        allowed = (masks.numpy() if masks is not None else _all_allowed(
+            (x.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
+        return (x.numpy(), None if plan is None else plan.cols.numpy(),
+                None if plan is None else plan.acts.numpy(), allowed)
 
     def _critic_step(self, x, ret, params) -> float:
         """The critic's whole minibatch step (under no_grad), as _actor_step; returns the value
@@ -618,7 +629,8 @@ class PPOLearner:
         else:
             perms = prepared.perms
             self._gen.set_state(prepared.state_out)
-        self._ensure_scratch(min(mb, n))
+        if self._steps is None:    # (the torch steps' buffers; the compiled ones keep their own)
+            self._ensure_scratch(min(mb, n))
         actor_params, critic_params = self.clip_groups()
 
         def gather(tensors):
@@ -773,11 +785,8 @@ class PPOLearner:
         and only the actor's used columns and actions are multiplied (the value is not needed).
         Where this update's steps are compiled, the pass is too (NetStep.actor_logp)."""
         if self._steps is not None:
-            allowed = (masks.numpy() if masks is not None else _all_allowed(
-                (obs.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
             prox, weight = self._steps[0].actor_logp(
-                obs.numpy(), None if plan is None else plan.cols.numpy(),
-                None if plan is None else plan.acts.numpy(), allowed, actions.numpy(),
+                *self._compiled_rows(obs, masks, plan), actions.numpy(),
                 np.ascontiguousarray(behaviour_logp.numpy(), np.float32),
                 self.MAX_PROXIMAL_WEIGHT)
             return torch.from_numpy(prox), torch.from_numpy(weight)

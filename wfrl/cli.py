@@ -243,6 +243,9 @@ def _cmd_exhaustive(a) -> int:
     given = _given(a, _names(ExhaustiveConfig))
     if "episodes_per_update" not in given and preset == "recipe":
         given["episodes_per_update"] = run_preset["episodes_per_update"]
+    if given.get("protocol") == "recipe":
+        from wfrl.config import RECIPE_SCHEDULE
+        ppo_preset = {**ppo_preset, **RECIPE_SCHEDULE}
     ppo = PPOConfig(**{**ppo_preset, **_given(a, _names(PPOConfig))})
     cfg = ExhaustiveConfig(**given, ppo=ppo).validate()
     from wfrl.search.exhaustive import exhaustive

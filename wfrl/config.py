@@ -76,6 +76,14 @@ def _red_agent(name, value):
     check_red_agent(value)
 
 
+def _red_list(name, value):
+    from wfrl.envs.base import check_red_agent
+    reds = [r.strip() for r in str(value).split(",")]
+    if not reds or len(set(reds)) != len(reds):
+        raise UserError(f"{flag_name(name)}: a comma-separated list of distinct reds, got {value!r}")
+    for r in reds:
+        check_red_agent(r, allow_mixed=False)
+
 def _ray_address(name, value):
     if value is None:
         return
@@ -305,7 +313,7 @@ def preset_settings(name: str) -> tuple[dict, dict]:
 AUTO_COLLECTOR = "auto"
 ACQUISITIONS = ("constrained", "ucb", "random", "original")
 INHERIT = ("base", "closest", "scratch")
-PROTOCOLS = ("finetune", "conditioned")
+PROTOCOLS = ("finetune", "conditioned", "recipe")
 
 
 def resolve_collector(name: str) -> str:
@@ -454,21 +462,28 @@ class SearchConfig(_RunSettings):
 @dataclass
 class ExhaustiveConfig(Settings):
     """Every workflow trained and evaluated under one protocol (`wfrl exhaustive`)."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
-    """Red attacker."""
+    red_agent: str | None = setting(None, check=_red_agent,
+                                    metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker of training (default: mixed with --protocol recipe, else B_lineAgent)."""
     protocol: str = setting("finetune", check=one_of(*PROTOCOLS), metavar="|".join(PROTOCOLS))
     """finetune: each workflow trains from a pretrained base; conditioned: one order-conditioned
-    policy, evaluated on each workflow."""
+    policy, evaluated on each workflow; recipe: one order-conditioned policy trained with the
+    single-workflow recipe's settings, every workflow evaluated greedy against each of
+    --eval-reds (the ground truth at the learner's strength)."""
     pretrain_episodes: int | None = setting(None, check=non_negative)
     """finetune: episodes of the pretraining that gives the base (0: from scratch; default
-    10000); conditioned: training episodes of the conditioned policy (default 40000)."""
+    10000); conditioned: training episodes of the conditioned policy (default 40000); recipe:
+    the same (default 60000)."""
+    eval_reds: str | None = setting(None, check=_red_list, metavar="RED[,RED]")
+    """recipe: the red attackers every workflow is evaluated against, comma separated (default
+    B_lineAgent,RedMeanderAgent)."""
     episodes_per_workflow: int = setting(1000, check=positive)
     """finetune: training episodes of each workflow."""
     episodes_per_update: int = setting(50, check=positive)
     """Episodes collected for each PPO update."""
-    eval_episodes: int = setting(200, check=positive)
-    """Evaluation episodes per workflow."""
+    eval_episodes: int | None = setting(None, check=positive)
+    """Evaluation episodes per workflow (and red, with --protocol recipe; default 500 there,
+    200 otherwise)."""
     alignment_lambda: float = setting(30.0, check=non_negative)
     """λ: weight of the compliance alignment reward."""
     backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
@@ -489,21 +504,38 @@ class ExhaustiveConfig(Settings):
     """PPO hyperparameters."""
 
     def resolved(self) -> "ExhaustiveConfig":
-        """This config with the protocol's default pretraining length filled in."""
-        if self.pretrain_episodes is None:
-            return dataclasses.replace(self, pretrain_episodes=DEFAULT_PRETRAIN.get(self.protocol, 0))
-        return self
+        """This config with the protocol's defaults filled in (pretraining length, red, the
+        evaluation's reds and length)."""
+        recipe = self.protocol == "recipe"
+        fill = {"pretrain_episodes": DEFAULT_PRETRAIN.get(self.protocol, 0),
+                "red_agent": "mixed" if recipe else "B_lineAgent",
+                "eval_episodes": 500 if recipe else 200,
+                "eval_reds": "B_lineAgent,RedMeanderAgent" if recipe else None}
+        return dataclasses.replace(self, **{k: v for k, v in fill.items()
+                                            if getattr(self, k) is None})
+
+    def eval_red_list(self) -> list[str]:
+        """The reds the recipe protocol evaluates against."""
+        reds = self.resolved().eval_reds
+        return [] if reds is None else [r.strip() for r in reds.split(",")]
 
     def resolved_collector(self) -> str:
         return resolve_collector(self.collector)
 
     def _check_together(self) -> None:
-        if self.protocol == "conditioned" and self.resolved().pretrain_episodes == 0:
-            raise UserError("--protocol conditioned needs --pretrain-episodes > 0 (the "
+        if self.protocol in ("conditioned", "recipe") and self.resolved().pretrain_episodes == 0:
+            raise UserError(f"--protocol {self.protocol} needs --pretrain-episodes > 0 (the "
                             "conditioned policy's training)")
+        if self.eval_reds is not None and self.protocol != "recipe":
+            raise UserError("--eval-reds applies to --protocol recipe")
 
 
-DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000}
+DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000, "recipe": 60_000}
+
+# The single-workflow recipe's schedule (README: the shipped policy's command), which
+# `wfrl exhaustive --protocol recipe` trains its conditioned policy with unless flags say otherwise.
+RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": False}
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -230,6 +230,11 @@ def _cmd_train(a) -> int:
     bad = [k for k in given if k not in search_names]
     if bad:
         raise UserError(f"{flag_name(bad[0])} applies to single-workflow training (--workflow)")
+    if (a.ppo_preset or DEFAULT_PRESET) == "recipe":
+        # the search's base is trained like the ground truth's conditioned policy: the schedules
+        # run over the pretraining, no first-fix bonus (unless flags say otherwise)
+        from wfrl.config import RECIPE_SCHEDULE
+        ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
     cfg = SearchConfig(**given, ppo=ppo).validate()
     from wfrl.search.loop import search
     search(cfg)

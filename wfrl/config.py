@@ -313,6 +313,7 @@ def preset_settings(name: str) -> tuple[dict, dict]:
 AUTO_COLLECTOR = "auto"
 ACQUISITIONS = ("constrained", "ucb", "random", "original")
 INHERIT = ("base", "closest", "scratch")
+VISIT_EVALS = ("greedy", "training")
 PROTOCOLS = ("finetune", "conditioned", "recipe")
 
 
@@ -410,18 +411,22 @@ class SearchConfig(_RunSettings):
     """A GP-UCB workflow search (`wfrl train` without --workflow)."""
     collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
     """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
-    total_episodes: int = setting(40_000, check=positive)
+    red_agent: str = setting("mixed", check=_red_agent, metavar=RED_METAVAR)
+    """Red attacker of training (mixed: each episode B_line or Meander); the visits are measured
+    against each red it stands for (--visit-eval greedy)."""
+    total_episodes: int = setting(60_000, check=positive)
     """Episode budget of the whole search (never exceeded)."""
-    max_episodes: int = setting(6_000, check=positive)
+    max_episodes: int = setting(3_000, check=positive)
     """Episodes one visit of a workflow may use."""
     min_episodes: int = setting(1_000, check=non_negative)
     """Episodes of a visit before compliance may end it (compliance comes long before the
     reward settles)."""
-    pretrain_episodes: int = setting(10_000, check=non_negative)
-    """Warm-up before the first visit (part of the budget), one random workflow per update, so
-    every visit starts from a policy that already defends and follows orders. 0 = none (the
-    original system)."""
-    episodes_per_update: int = setting(50, check=positive)
+    pretrain_episodes: int = setting(40_000, check=non_negative)
+    """Training of the base before the first visit (part of the budget), one random workflow
+    per update, so every visit starts from a policy that already defends and follows orders;
+    the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
+    their end values. 0 = none (the original system)."""
+    episodes_per_update: int = setting(200, check=positive)
     """Episodes collected for each PPO update."""
     compliance_threshold: float = setting(0.95, check=unit_interval)
     """θ: a visit ends successfully once its compliance (the mean over its last
@@ -429,7 +434,7 @@ class SearchConfig(_RunSettings):
     compliance_window: int = setting(3, check=positive)
     """Updates averaged into a visit's compliance (1 = the last update alone, the first
     search)."""
-    patience: int = setting(20, check=positive)
+    patience: int = setting(5, check=positive)
     """Updates without a new best compliance before a visit gives up."""
     inherit: str = setting("base", check=one_of(*INHERIT, what="inheritance"),
                            metavar="|".join(INHERIT))
@@ -441,12 +446,21 @@ class SearchConfig(_RunSettings):
     (only needed with --inherit closest)."""
     beta: float | None = setting(None, check=non_negative)
     """Constant UCB β (default: the GP-UCB schedule)."""
-    gp_eval_episodes: int = setting(0, check=non_negative)
-    """0: the GP gets the mean env reward of a visit's final training update; N > 0: the mean of
-    N extra episodes of the final policy (reserved episode numbers, outside the budget; of
-    --compliance-eval-episodes episodes when that is larger: one evaluation serves both)."""
+    visit_eval: str = setting("greedy", check=one_of(*VISIT_EVALS), metavar="|".join(VISIT_EVALS))
+    """How a finished visit is measured. greedy: its final policy plays --gp-eval-episodes
+    greedy episodes (reserved episode numbers, outside the budget) against each red the search
+    trains on (B_line and Meander for mixed); reward = the mean over those reds of their mean
+    env return (equal weight: the CAGE2 score sums the reds), its SE from theirs, compliance = the
+    mean of theirs. training: the earlier rule — reward from the final training update (or
+    --gp-eval-episodes sampled episodes), compliance from --compliance-eval-episodes sampled
+    episodes."""
+    gp_eval_episodes: int = setting(200, check=non_negative)
+    """Episodes of a visit's evaluation: per red with --visit-eval greedy; with training, 0 = the
+    mean env reward of the final training update, N > 0 = the mean of N sampled episodes of the
+    final policy (of --compliance-eval-episodes when that is larger: one evaluation serves
+    both)."""
     compliance_eval_episodes: int = setting(200, check=non_negative)
-    """N > 0: a finished visit's compliance — what decides whether it reached θ and what the
+    """With --visit-eval training: N > 0: a finished visit's compliance — what decides whether it reached θ and what the
     feasibility model learns — is measured on N extra episodes of its final policy (reserved
     episode numbers, outside the budget). The training window that ended the visit was picked by
     the stop rule, the first to cross θ, and so reads high. 0: that window (the first searches)."""
@@ -457,6 +471,16 @@ class SearchConfig(_RunSettings):
     original (the original system's rule)."""
     max_evaluations: int = setting(0, check=non_negative)
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
+
+    def _check_together(self) -> None:
+        if self.visit_eval == "greedy" and self.gp_eval_episodes < 2:
+            raise UserError("--visit-eval greedy needs --gp-eval-episodes ≥ 2 (its episodes per "
+                            "red)")
+
+    def eval_reds(self) -> list[str]:
+        """The reds a greedy visit evaluation plays: the training red, or both of mixed."""
+        from wfrl.envs.base import MIXED_REDS
+        return list(MIXED_REDS) if self.red_agent == "mixed" else [self.red_agent]
 
 
 @dataclass

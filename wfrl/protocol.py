@@ -312,10 +312,13 @@ def pretrain(steps: LearnerSteps, learner, seed: int, first_episode: int, done_e
     yields (workflow, episodes, episode stats, update stats, collection s, update s) after each;
     continues after `done_updates` updates that used `done_episodes` of `total`, numbering
     episodes from first_episode. The next update's workflow is known in advance, so with overlap
-    its batch is collected while this one's update runs. behaviour: see LearnerSteps.step."""
+    its batch is collected while this one's update runs. behaviour: see LearnerSteps.step.
+    The learner's schedules (--lr-final, --entropy-final) run over the pretraining: each update
+    is made at the share of `total` already trained on (no change with both at 1)."""
     update = done_updates
     done = done_episodes
     while done < total:
+        learner.set_progress(done / total)
         wf = pretrain_workflow(seed, update)
         n = min(per_update, total - done)
         after = done + n

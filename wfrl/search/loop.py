@@ -46,13 +46,16 @@ from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
                            log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
-                         read_csv, save_checkpoint, write_json)
+                         read_csv, save_checkpoint, write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
                                load_state)
 from wfrl.workflow import Workflow
 
+# posterior.csv, written when a search ends: what the models say of each of the 120 workflows
+POSTERIOR_COLUMNS = ["Workflow", "Workflow_ID", "Posterior_Mean", "Posterior_SD", "P_Feasible",
+                     "Visits", "Tied_With_Best"]
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
@@ -102,6 +105,7 @@ class WorkflowSearch:
         self._t0 = None  # start of this session (run_search)
         self.steps = None  # LearnerSteps of run_search
         self._writer = StateWriter()   # the commits (_commit)
+        self._eval_backends = {}       # red -> backend of the greedy visit evaluations
         if resume:
             self.state, self.learner_state = self._open_resume()
         else:
@@ -196,6 +200,9 @@ class WorkflowSearch:
         finally:
             self.steps.cancel()
             collector.close()
+            for backend in self._eval_backends.values():
+                backend.close()
+            self._eval_backends.clear()
         self._writer.flush()
         return self._close()
 
@@ -207,6 +214,8 @@ class WorkflowSearch:
             return None
         learner = PPOLearner(self.cfg.ppo, seed=0)
         learner.load_state(self.learner_state)
+        if self.state.active is not None:
+            learner.set_progress(1.0)   # a visit's schedule (pretraining sets its own per update)
         ahead = self.learner_state.get("behaviour")
         if ahead is not None:
             self._behaviour = (ahead["weights"].numpy().astype(np.float32),
@@ -294,6 +303,7 @@ class WorkflowSearch:
         """A visit's learner and where it starts from (see --inherit)."""
         cfg, trained = self.cfg, self.state.trained
         learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed, iteration))
+        learner.set_progress(1.0)   # visits train at the end of the pretraining's schedules
         if wf_index in trained and cfg.inherit != "base":
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
             return learner, wf_index
@@ -405,12 +415,18 @@ class WorkflowSearch:
         # without a compliance evaluation "reached θ" is the window's).
         if not complete:
             n_eval = 0
+        elif cfg.visit_eval == "greedy":
+            n_eval = -1
         elif cfg.compliance_eval_episodes > 0:
             n_eval = max(cfg.compliance_eval_episodes, cfg.gp_eval_episodes)
         else:
             n_eval = cfg.gp_eval_episodes if last.compliance >= cfg.compliance_threshold else 0
         compliance = last.compliance
-        if n_eval:
+        if n_eval < 0:
+            visit.evaluation = self._greedy_evaluation(learner, wf, visit.iteration)
+            state.eval_episodes += visit.evaluation["n"]
+            compliance = visit.evaluation["compliance"]
+        elif n_eval:
             # episode numbers reserved for evaluation, distinct per visit, never used by training
             visit.evaluation = evaluate_policy(collector, learner, wf,
                                                episode_block(EVAL_EPISODE_BASE, visit.iteration),
@@ -420,7 +436,7 @@ class WorkflowSearch:
                 compliance = visit.evaluation["compliance"]
         gp_updated = complete and compliance >= cfg.compliance_threshold
         result = Measurement(last.reward, last.se, compliance)
-        if gp_updated and cfg.gp_eval_episodes > 0:
+        if n_eval < 0 or (gp_updated and cfg.gp_eval_episodes > 0):
             result = Measurement(visit.evaluation["reward"], visit.evaluation["se"], compliance)
         if complete:
             self.opt.tell(wf, result.reward, result.se, result.compliance, lineage)
@@ -448,11 +464,42 @@ class WorkflowSearch:
                "the reward model does not)" if complete else
                f"  (cut short by the budget after {visit.episodes} episodes: not given to the "
                "models)")
-        measured = (f" (training window {last.compliance:.3f}, measured on "
-                    f"{visit.evaluation['n']} fresh episodes)"
-                    if complete and cfg.compliance_eval_episodes > 0 else "")
+        if complete and cfg.visit_eval == "greedy":
+            per = visit.evaluation["per_red"]
+            measured = " (greedy, " + ", ".join(
+                f"{red} {e['reward']:.2f}" for red, e in per.items()) + \
+                f"; {visit.evaluation['n']} fresh episodes)"
+        else:
+            measured = (f" (training window {last.compliance:.3f}, measured on "
+                        f"{visit.evaluation['n']} fresh episodes)"
+                        if complete and cfg.compliance_eval_episodes > 0 else "")
         self.progress(f"  → {stop}: reward {result.reward:.2f} ± {result.se:.2f}, compliance "
                       f"{result.compliance:.3f}{measured} after {visit.episodes} episodes" + why)
+
+    def _greedy_evaluation(self, learner, wf, iteration: int) -> dict:
+        """--visit-eval greedy: the visit's final policy, greedy, --gp-eval-episodes episodes
+        against each red of cfg.eval_reds() (episode numbers reserved for this visit); reward and
+        compliance are the means over the reds, the SE that of the mean."""
+        from wfrl.evaluate import play, summarise
+        cfg = self.cfg
+        self.steps.settle()   # a batch collected ahead never interleaves with these episodes
+        first = episode_block(EVAL_EPISODE_BASE, iteration)
+        per_red = {}
+        for red in cfg.eval_reds():
+            if red not in self._eval_backends:
+                self._eval_backends[red] = make_backend(cfg.backend, red, seed=cfg.seed)
+            s = summarise(play(self._eval_backends[red], learner.flat_weights(), cfg.ppo.net(),
+                               wf, cfg.alignment_lambda, cfg.count_foothold,
+                               range(first, first + cfg.gp_eval_episodes), cfg.seed,
+                               greedy=True))
+            per_red[red] = {"reward": round(s["mean"], 4), "se": round(s["se"], 4),
+                            "compliance": round(s["compliance"], 4), "n": s["n"]}
+        k = len(per_red)
+        return {"reward": round(float(np.mean([e["reward"] for e in per_red.values()])), 4),
+                "se": round(math.sqrt(sum(e["se"] ** 2 for e in per_red.values())) / k, 4),
+                "compliance": round(float(np.mean([e["compliance"]
+                                                   for e in per_red.values()])), 4),
+                "n": sum(e["n"] for e in per_red.values()), "per_red": per_red}
 
     # ---------------------------------------------------------------- step 5: close
     def ranking(self, report) -> list[dict]:
@@ -527,6 +574,12 @@ class WorkflowSearch:
             "top": ranking[:10],
         }
         write_json(self.run / "summary.json", summary)
+        write_csv_atomic(self.run / "posterior.csv", POSTERIOR_COLUMNS, [
+            {"Workflow": str(Workflow.from_index(w)), "Workflow_ID": w,
+             "Posterior_Mean": round(float(post.mean[w]), 4),
+             "Posterior_SD": round(float(post.sd[w]), 4),
+             "P_Feasible": round(float(post.p_feasible[w]), 4), "Visits": int(visits[w]),
+             "Tied_With_Best": int(w in report.indistinguishable)} for w in range(120)])
         from wfrl.search.plots import plot_run
         plot_run(self.run, self.opt, report)
         state.finished = True  # last: a kill before this commit leaves a resumable run
@@ -606,6 +659,10 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
     d.setdefault("learner_threads", os.cpu_count() or 1)
     # one started before --compliance-eval-episodes existed judged its visits by their window
     d.setdefault("compliance_eval_episodes", 0)
+    # one started before --visit-eval existed measured its visits on its training (and sampled
+    # evaluation episodes), against the red it named (B_line by default then)
+    d.setdefault("visit_eval", "training")
+    d.setdefault("gp_eval_episodes", 0)
     if isinstance(d.get("ppo"), dict):
         # e.g. one started before --decoupled existed took the ratio of its stale batches
         # against the behaviour policy: it continues as it began

@@ -59,6 +59,8 @@ def truth(cfg, progress=None) -> dict[str, Path]:
     out = Path(cfg.out)
     reds = cfg.eval_red_list()
     per_red: dict[str, list[Path]] = {r: [] for r in reds}
+    if len(reds) > 1:
+        per_red[MEAN_OF_REDS] = []
     with locked_dir(out, "ground-truth table"):
         for k in range(cfg.repeats):
             sub = replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
@@ -68,13 +70,47 @@ def truth(cfg, progress=None) -> dict[str, Path]:
                     per_red[red].append(path)
         result = {}
         for red, paths in per_red.items():
+            (out / red).mkdir(exist_ok=True)
             if len(paths) == 1:
                 result[red] = paths[0]
-                continue
-            (out / red).mkdir(exist_ok=True)
-            progress(f"{red}:")
-            result[red] = combine(paths, out / red / "exhaustive.csv", progress)
+            else:
+                progress(f"{red}:")
+                result[red] = combine(paths, out / red / "exhaustive.csv", progress)
+            a = analyse_runs([p.parent for p in paths], red)
+            write_json(out / red / "analysis.json", a)
+            progress(f"{red}: {a['sentence']}")
         return result
+
+
+MEAN_OF_REDS = "mean_of_reds"   # the search's objective: each red's reward, equally weighted
+
+
+def matrices(seed_dirs, red: str):
+    """(rewards, compliance), runs × 120 in workflow-index order, from seed folders' truth.csv;
+    red = MEAN_OF_REDS: the mean over the reds each folder was evaluated against."""
+    import numpy as np
+    rewards, compliance = [], []
+    for d in seed_dirs:
+        rows = load_truth(Path(d) / "truth.csv")
+        reds = sorted({r["Red"] for r in rows}) if red == MEAN_OF_REDS else [red]
+        rr, cc = [], []
+        for one in reds:
+            mine = {r["Workflow_ID"]: r for r in rows if r["Red"] == one}
+            if len(mine) != 120:
+                raise UserError(f"{d} has {len(mine)} of 120 workflows evaluated against {one}")
+            rr.append([mine[i]["Reward"] for i in range(120)])
+            cc.append([mine[i]["Compliance"] for i in range(120)])
+        rewards.append(np.mean(rr, axis=0))
+        compliance.append(np.mean(cc, axis=0))
+    return np.array(rewards), np.array(compliance)
+
+
+def analyse_runs(seed_dirs, red: str) -> dict:
+    """wfrl.search.effects.analyse of the seed folders' evaluations against one red."""
+    from wfrl.search.effects import analyse
+    rewards, compliance = matrices(seed_dirs, red)
+    return {"red": red, "seeds": [Path(d).name for d in seed_dirs],
+            **analyse(rewards, compliance)}
 
 
 def check_same_settings(cfg, out: Path) -> None:
@@ -110,7 +146,8 @@ def truth_one(cfg, progress) -> dict[str, Path]:
         write_json(config, {"mode": "exhaustive", "wfrl_version": __version__, **stored})
     weights = train_conditioned(cfg, out, progress)
     evaluate_all(cfg, weights, out, progress)
-    return write_red_tables(out, cfg.eval_red_list())
+    reds = cfg.eval_red_list()
+    return write_red_tables(out, reds + ([MEAN_OF_REDS] if len(reds) > 1 else []))
 
 
 def train_conditioned(cfg, out: Path, progress):
@@ -141,16 +178,14 @@ def train_conditioned(cfg, out: Path, progress):
     total = cfg.pretrain_episodes
     t0 = time.perf_counter()
     try:
-        learner.set_progress(done / total)
         for wf, n, eps, ustats, t_collect, t_update in pretrain(
                 steps, learner, cfg.seed, 0, done, total, cfg.episodes_per_update, updates):
             done += n
             updates += 1
-            learner.set_progress(done / total)   # the schedule of the next update
             row = log_row(wf, updates, done, done, eps, ustats, t_collect, t_update,
                           behaviour_version(eps), phase="pretrain", first_fix=steps.first_fix)
             log.append(row)
-            save_checkpoint(state_path, {**learner.state(), "episodes": done, "updates": updates})
+            save_checkpoint(state_path, base_payload(learner, cfg.ppo, done, updates=updates))
             if updates % 25 == 0 or done >= total:
                 progress(f"seed {cfg.seed}: {done}/{total} episodes, batch reward "
                          f"{row['Env_Reward']:.2f}, compliance {row['Compliance']:.3f} "
@@ -213,17 +248,25 @@ def load_truth(path) -> list[dict]:
 
 def write_red_tables(out: Path, reds) -> dict[str, Path]:
     """seed<N>/exhaustive_<red>.csv from truth.csv: the exhaustive table's columns, one red each."""
+    import math
     from wfrl.search.exhaustive import COLUMNS
     rows = load_truth(out / "truth.csv")
     paths = {}
     for red in reds:
-        mine = sorted((r for r in rows if r["Red"] == red), key=lambda r: r["Workflow_ID"])
-        if len(mine) != 120:
-            raise UserError(f"{out / 'truth.csv'} has {len(mine)} of 120 workflows for {red}")
-        table = [{"Workflow": r["Workflow"], "Workflow_ID": r["Workflow_ID"],
-                  "Reward": r["Reward"], "Reward_SE": r["Reward_SE"],
-                  "Compliance": r["Compliance"], "Train_Reward": "", "Train_Compliance": "",
-                  "Episodes": r["Episodes"], "Seconds": ""} for r in mine]
+        many = sorted({r["Red"] for r in rows}) if red == MEAN_OF_REDS else [red]
+        by = {one: {r["Workflow_ID"]: r for r in rows if r["Red"] == one} for one in many}
+        for one, mine in by.items():
+            if len(mine) != 120:
+                raise UserError(f"{out / 'truth.csv'} has {len(mine)} of 120 workflows for {one}")
+        k = len(many)
+        table = [{"Workflow": by[many[0]][i]["Workflow"], "Workflow_ID": i,
+                  "Reward": round(sum(by[o][i]["Reward"] for o in many) / k, 4),
+                  "Reward_SE": round(math.sqrt(sum(by[o][i]["Reward_SE"] ** 2 for o in many)) / k,
+                                     4),
+                  "Compliance": round(sum(by[o][i]["Compliance"] for o in many) / k, 4),
+                  "Train_Reward": "", "Train_Compliance": "",
+                  "Episodes": sum(int(by[o][i]["Episodes"]) for o in many), "Seconds": ""}
+                 for i in range(120)]
         paths[red] = out / f"exhaustive_{red}.csv"
         write_csv_atomic(paths[red], COLUMNS, table)
     return paths

@@ -19,7 +19,10 @@ def search_cfg(out, **kw):
     base = dict(total_episodes=1000, max_episodes=300, min_episodes=100, episodes_per_update=50,
                 pretrain_episodes=100, compliance_eval_episodes=20,
                 compliance_threshold=0.25, patience=4, collector="sequential", seed=3,
-                inherit="closest", out=str(out), ppo=PPO)
+                inherit="closest", out=str(out), ppo=PPO,
+                # the earlier visit measurement, against one red: what these tests were written
+                # for (the greedy both-red measurement has tests of its own)
+                red_agent="B_lineAgent", visit_eval="training", gp_eval_episodes=0)
     base.update(kw)
     return SearchConfig(**base)
 

@@ -1,6 +1,7 @@
 """The compliance-gated search loop: its budget, records and inheritance, which visits become
 observations, the acquisitions it runs with, the GP evaluation episodes, and its command's
 one-line errors."""
+import dataclasses
 import json
 
 import numpy as np
@@ -224,3 +225,50 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
     r = run_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_greedy_visit_evaluation_is_the_mean_over_reds_of_the_saved_policy(tmp_path):
+    """--visit-eval greedy (the default): a visit's reward is the mean over B_line and Meander of
+    its saved policy's greedy returns on the visit's reserved episodes, its compliance the mean of
+    theirs — recomputed here from the checkpoint; with one named red, that red alone."""
+    import math
+
+    from wfrl.envs import make_backend
+    from wfrl.evaluate import play, summarise, weights_from_checkpoint
+    from wfrl.rng import EVAL_EPISODE_BASE, episode_block
+    from wfrl.runlog import load_checkpoint
+    from wfrl.workflow import Workflow
+    for red, reds in (("mixed", ["B_lineAgent", "RedMeanderAgent"]),
+                      ("RedMeanderAgent", ["RedMeanderAgent"])):
+        out = tmp_path / red
+        search(search_cfg(out, total_episodes=400, max_episodes=100, max_evaluations=2,
+                          red_agent=red, visit_eval="greedy", gp_eval_episodes=12,
+                          ppo=dataclasses.replace(search_cfg(out).ppo, lr_final=0.1)),
+               progress=quiet)
+        rows = read_csv(out / "gp_sampling_log.csv")
+        assert len(rows) == 2
+        for row in rows:
+            wf = Workflow.from_index(int(row["Workflow_ID"]))
+            w, net = weights_from_checkpoint(load_checkpoint(
+                out / "checkpoints" / f"wf_{wf.index:03d}.pt"))
+            first = episode_block(EVAL_EPISODE_BASE, int(row["Iteration"]))
+            per = []
+            for r in reds:
+                b = make_backend("sim", r, seed=3)
+                per.append(summarise(play(b, w, net, wf, 30.0, False, range(first, first + 12), 3,
+                                          greedy=True)))
+                b.close()
+            assert float(row["Reward"]) == pytest.approx(np.mean([s["mean"] for s in per]),
+                                                          abs=2e-4)
+            assert float(row["Reward_SE"]) == pytest.approx(
+                math.sqrt(sum(s["se"] ** 2 for s in per)) / len(per), abs=2e-4)
+            assert float(row["Final_Compliance"]) == pytest.approx(
+                np.mean([s["compliance"] for s in per]), abs=2e-4)
+        post = read_csv(out / "posterior.csv")
+        assert [int(r["Workflow_ID"]) for r in post] == list(range(120))
+        assert sum(int(r["Visits"]) for r in post) == 2
+
+
+def test_greedy_visit_evaluation_needs_episodes():
+    with pytest.raises(UserError, match="--visit-eval greedy needs --gp-eval-episodes"):
+        search_cfg("unused", visit_eval="greedy", gp_eval_episodes=0).validate()

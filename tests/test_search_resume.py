@@ -57,6 +57,9 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
             "--compliance-threshold", "0.25", "--patience", "4", "--collector", "sequential",
             "--pretrain-episodes", "100", "--compliance-eval-episodes", "20",
             "--inherit", "closest",
+            # the reference run's settings where today's search defaults differ (_search_helpers)
+            "--red-agent", "B_lineAgent", "--visit-eval", "training", "--gp-eval-episodes", "0",
+            "--lr-final", "1", "--entropy-final", "1", "--first-fix-bonus",
             "--seed", "3", "--hidden", "32", "--epochs", "2", "--out", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "training_log.csv"

@@ -253,6 +253,10 @@ def _cmd_exhaustive(a) -> int:
         ppo_preset = {**ppo_preset, **RECIPE_SCHEDULE}
     ppo = PPOConfig(**{**ppo_preset, **_given(a, _names(PPOConfig))})
     cfg = ExhaustiveConfig(**given, ppo=ppo).validate()
+    if cfg.protocol == "recipe":
+        from wfrl.search.truth import truth
+        truth(cfg)
+        return 0
     from wfrl.search.exhaustive import exhaustive
     exhaustive(cfg)
     return 0

@@ -94,10 +94,7 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg = cfg.validate().resolved()
     if cfg.protocol == "recipe":
-        from wfrl.search.truth import truth
-        check_workers_fit(resolve_collector(cfg.collector), cfg.backend, cfg.n_workers)
-        paths = truth(cfg, progress)
-        return next(iter(paths.values()))
+        raise UserError("--protocol recipe is run by wfrl.search.truth.truth()")
     check_workers_fit(resolve_collector(cfg.collector), cfg.backend, cfg.n_workers)
     if cfg.repeats == 1:
         with locked_dir(cfg.out, "exhaustive table"):

@@ -54,8 +54,13 @@ def truth(cfg, progress=None) -> dict[str, Path]:
     run stopped) and combine them per red; returns {red: combined table path} (with one seed,
     the seed's own per-red tables)."""
     from wfrl.search.exhaustive import combine
+    from wfrl.collect.resources import check_workers_fit
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg = cfg.validate().resolved()
+    if cfg.protocol != "recipe":
+        raise UserError(f"the ground truth at the learner's strength is --protocol recipe, not "
+                        f"{cfg.protocol}")
+    check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers)
     out = Path(cfg.out)
     reds = cfg.eval_red_list()
     per_red: dict[str, list[Path]] = {r: [] for r in reds}

@@ -1,0 +1,123 @@
+"""Markdown tables of the ground truth's analyses (analysis.json of each red and code), as
+docs/findings.md shows them.
+
+    python bench/data/workflow_truth/tables.py bench/data/workflow_truth
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+CODES = (("sim", "installed CybORG code"), ("sim_leaderboard", "leaderboard's CybORG code"))
+REDS = (("B_lineAgent", "B_line-100"), ("RedMeanderAgent", "Meander-100"),
+        ("mean_of_reds", "mean of both"))
+
+
+def fmt_p(p):
+    return "—" if p is None else (f"{p:.2g}" if p >= 1e-4 else f"{p:.0e}")
+
+
+def effect_table(root: Path) -> str:
+    lines = ["| code | red | runs | followable | F (p) | Friedman p | workflow sd (95 % bound) | "
+             "run sd: residual / raw | best followable (reward ± se) | tied with best |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for code, code_name in CODES:
+        for red, red_name in REDS:
+            path = root / code / red / "analysis.json"
+            if not path.exists():
+                continue
+            a = json.loads(path.read_text())
+            e = a["effect_followable"] or a["effect"]
+            best = a["best"]
+            lines.append(
+                f"| {code_name} | {red_name} | {a['runs']} | {a['feasibility']['followable']} | "
+                f"{e['F']:.2f} ({fmt_p(e['p_value'])}) | {fmt_p(e['friedman_p_value'])} | "
+                f"{e['workflow_sd']:.2f} (≤ {e['workflow_sd_upper95']:.2f}) | "
+                f"{a['run_sd']['residual_sd']:.2f} / {a['run_sd']['raw_sd_mean']:.2f} | "
+                f"{best['best']} ({best['best_reward']:.2f} ± {best['best_se']:.2f}) | "
+                f"{best['indistinguishable']} of {best['followable'] - 1} |")
+    return "\n".join(lines)
+
+
+def relations_table(root: Path, key: str = "relations_reward", top: int = 3) -> str:
+    lines = ["| code | red | relation | effect [95 % interval] | significant |",
+             "|---|---|---|---|---|"]
+    for code, code_name in CODES:
+        for red, red_name in REDS:
+            path = root / code / red / "analysis.json"
+            if not path.exists():
+                continue
+            a = json.loads(path.read_text())
+            for r in a[key][:top]:
+                lines.append(f"| {code_name} | {red_name} | {r['relation']} | "
+                             f"{r['effect']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] | "
+                             f"{'yes' if r['significant'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def sentences(root: Path) -> str:
+    out = []
+    for code, code_name in CODES:
+        for red, red_name in REDS:
+            path = root / code / red / "analysis.json"
+            if path.exists():
+                out.append(f"- **{red_name}, {code_name}**: "
+                           f"{json.loads(path.read_text())['sentence']}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    root = Path((argv or sys.argv[1:] or ["bench/data/workflow_truth"])[0])
+    print(effect_table(root), "\n")
+    print(relations_table(root), "\n")
+    print(relations_table(root, "relations_compliance"), "\n")
+    print(sentences(root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
+    """The per-workflow check against the conditioned truth, per red: Spearman rank correlation
+    of the sample's per-workflow means (over its seeds) with the truth's means, the mean
+    difference (per-workflow − conditioned) with its SE over workflows, both tables' reward
+    spread over the sample, whether each followability verdict agrees, and the two-way test
+    (workflow × seed) on the per-workflow runs alone."""
+    import csv
+
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from wfrl.search.exhaustive import workflow_effect
+    from wfrl.search.truth import matrices
+    rows = list(csv.DictReader(open(per_workflow_csv)))
+    seed_dirs = sorted(d for d in Path(truth_dir).glob("seed*") if (d / "truth.csv").exists())
+    out = {}
+    for red in ("B_lineAgent", "RedMeanderAgent"):
+        mine = [r for r in rows if r["Red"] == red]
+        ids = sorted({int(r["Workflow_ID"]) for r in mine})
+        seeds = sorted({int(r["Seed"]) for r in mine})
+        full = [w for w in ids if all(any(int(r["Workflow_ID"]) == w and int(r["Seed"]) == s
+                                          for r in mine) for s in seeds)]
+        y = np.array([[next(float(r["Reward"]) for r in mine if int(r["Workflow_ID"]) == w
+                            and int(r["Seed"]) == s) for w in full] for s in seeds])
+        c = np.array([[next(float(r["Compliance"]) for r in mine if int(r["Workflow_ID"]) == w
+                            and int(r["Seed"]) == s) for w in full] for s in seeds])
+        tr, tc = matrices(seed_dirs, red)
+        t_mean, t_comp = tr.mean(axis=0)[full], tc.mean(axis=0)[full]
+        d = y.mean(axis=0) - t_mean
+        eff = workflow_effect(y) if len(seeds) >= 2 and len(full) >= 3 else None
+        out[red] = {"workflows": len(full), "seeds": seeds,
+                    "spearman": round(float(spearmanr(y.mean(axis=0), t_mean)[0]), 3),
+                    "spearman_p": float(spearmanr(y.mean(axis=0), t_mean)[1]),
+                    "mean_difference": round(float(d.mean()), 3),
+                    "mean_difference_se": round(float(d.std(ddof=1) / np.sqrt(len(d))), 3),
+                    "per_workflow_spread_sd": round(float(y.mean(axis=0).std(ddof=1)), 3),
+                    "truth_spread_sd": round(float(t_mean.std(ddof=1)), 3),
+                    "followable_agrees": int(((c.mean(axis=0) >= 0.95) == (t_comp >= 0.95)).sum()),
+                    "min_compliance": round(float(c.min()), 4),
+                    "effect": eff}
+    return out

@@ -220,7 +220,7 @@ def main():
     wall = time.time() - start
     backend.close()
 
-    cmd = "/work/main/.venv/bin/python scripts/open_loop_replay.py " + " ".join(sys.argv[1:])
+    cmd = "python scripts/open_loop_replay.py " + " ".join(sys.argv[1:])
     meta = (f"# command: {cmd} | {n} episodes in {wall:.1f} s | "
             f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     raw = os.path.join(d, f"open_loop_{ep}_{backend_name}_raw.txt")

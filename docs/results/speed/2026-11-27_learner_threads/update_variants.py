@@ -1,7 +1,7 @@
 """One PPO update (recipe settings, a recorded 50-episode B_line batch, stale: the decoupled
 objective, as in an overlapped run) with the full-width and the compact (default) minibatch
 steps, on one and two torch threads, alternated six times; medians.
-    PYTHONPATH=. python docs/results/train/session6/update_variants.py"""
+    PYTHONPATH=. python docs/results/speed/2026-11-27_learner_threads/update_variants.py"""
 import time
 
 import numpy as np

@@ -1,6 +1,6 @@
 """Per-run totals of a default run: updates, episodes, collection and update seconds (sums of
 training_log.csv columns), wall time (summary.json) and visits.
-    python docs/results/train/breakdown.py RUN_DIR...
+    python docs/results/speed/2026-11-28_compiled_step/breakdown.py RUN_DIR...
 """
 import csv, json, sys
 from pathlib import Path

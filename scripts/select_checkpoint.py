@@ -18,7 +18,7 @@ import csv
 import json
 import os
 
-from sim_outliers import returns   # scripts/ is on sys.path when a script in it runs
+from wfrl.screen import returns
 from wfrl.cage2_eval import LEADERBOARD, cage2_evaluate
 
 CATASTROPHE = -100.0

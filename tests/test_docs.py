@@ -8,7 +8,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # a path into one of the project's folders, with a file extension or a trailing slash
-PATH = re.compile(r"(?<![\w./-])((?:wfrl|csrc|tests|bench|docs|scripts|examples)/[\w./-]*(?:\.[a-z]+\b|/))(\*?)")
+PATH = re.compile(r"(?<![\w./-])((?:wfrl|csrc|tests|bench|docs|scripts|examples|experiments)/[\w./-]*(?:\.[a-z]+\b|/))(\*?)")
 # run directories and other things a user creates, not files of the repository
 GENERATED = ("runs/", "dist/", "build/", "docs/results/search/feasibility/seed")
 
@@ -22,7 +22,7 @@ def _tracked(patterns):
 
 def _texts():
     files = _tracked(["README.md", "docs/*.md", "wfrl/*.py", "wfrl/**/*.py", "csrc/*.h",
-                      "csrc/*.pyx", "tests/*.py", "bench/*.py", "scripts/*"])
+                      "csrc/*.pyx", "tests/*.py", "bench/*.py", "scripts/*", "experiments/*"])
     return [f for f in files if f.is_file() and f.name != "test_docs.py"]
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The compiled minibatch step (PPOLearner(compiled=True), the default) against the torch steps it
-# replaced (compiled=False): single-workflow recipe runs as scripts/recipe_ablation.sh makes them
+# replaced (compiled=False): single-workflow recipe runs as experiments/recipe_ablation.sh makes them
 # (simulator, B_lineAgent, critical_first, sequential collector, 40,000 episodes, greedy
 # evaluation on 500 reserved episodes every 5,000), seeds 2-4, two runs at a time.
 #   bash docs/results/recipe/2026-11-28_compiled_vs_torch_steps/steps_ablation.sh OUT [SEEDS...]

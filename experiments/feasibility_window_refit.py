@@ -1,9 +1,9 @@
-"""Default searches of scripts/search_feasibility.sh, refitted: the feasibility model's agreement
+"""Default searches of experiments/search_feasibility.sh, refitted: the feasibility model's agreement
 with the 10-run ground truth when told each visit's fresh compliance (as the searches ran, the
 default --compliance-eval-episodes 200) and when told the training window that ended the visit
 instead (read from the run's progress lines; same visits, so a counterfactual refit, not a rerun).
 
-    .venv/bin/python scripts/feasibility_window_refit.py runs/feasibility
+    .venv/bin/python -m experiments.feasibility_window_refit runs/feasibility
 """
 import json, re, sys
 from pathlib import Path

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real simulator, B_line: default searches (python -m wfrl train, default settings) for seeds
 # 0..9, each stopped after 20 visits (the episode budget raised so that it does not bind), then
-# scored against the 10-run ground truth's feasible set by scripts/search_feasibility.py.
-#   bash scripts/search_feasibility.sh [OUT] [SEEDS...]      # ≈ 12 min per seed on 2 cores
+# scored against the 10-run ground truth's feasible set by experiments/search_feasibility.py.
+#   bash experiments/search_feasibility.sh [OUT] [SEEDS...]      # ≈ 12 min per seed on 2 cores
 # EXTRA='--epochs 4' adds flags to every search (a variant of the default learner).
 set -euo pipefail
 OUT=${1:-runs/feasibility}; shift || true

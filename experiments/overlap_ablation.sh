@@ -6,7 +6,7 @@
 #   noovl  --no-overlap                  (fresh batches: ordinary PPO)
 #   ovl    --overlap --no-decoupled       (stale batches, ratio against the behaviour policy)
 #   dec    --overlap --decoupled          (stale batches, decoupled objective)
-#   bash scripts/overlap_ablation.sh OUT [SEEDS...]       # ≈ 7 min per run on one core
+#   bash experiments/overlap_ablation.sh OUT [SEEDS...]       # ≈ 7 min per run on one core
 set -euo pipefail
 out=$1; shift
 seeds=${*:-2 3 4}

@@ -2,7 +2,7 @@
 # The learner ablation behind the default recipe (docs/learner.md): one lane of single-workflow
 # runs on the simulator, B_lineAgent, critical_first, one after another. Each run evaluates its
 # greedy policy every 5,000 episodes on 500 reserved episodes (eval_log.csv).
-#   bash scripts/recipe_ablation.sh OUT_DIR NAME [extra wfrl train flags...]
+#   bash experiments/recipe_ablation.sh OUT_DIR NAME [extra wfrl train flags...]
 set -euo pipefail
 out=$1; name=$2; shift 2
 mkdir -p "$out"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The price of a workflow: one order-conditioned recipe policy per (alignment weight λ, seed),
 # evaluated on every workflow (reward and compliance), for λ = 10, 30, 100, 300 and two seeds.
-# Tables are combined and plotted by scripts/price_of_workflow.py.
-#   bash scripts/price_of_workflow.sh [OUT]        # ≈ 2 h on the 2-core machine
+# Tables are combined and plotted by experiments/price_of_workflow.py.
+#   bash experiments/price_of_workflow.sh [OUT]        # ≈ 2 h on the 2-core machine
 set -euo pipefail
 OUT=${1:-runs/price}
 export OMP_NUM_THREADS=1

@@ -2,8 +2,8 @@
 153, 1,000 greedy episodes, the same episode numbers): the eight worst CybORG episodes beside the
 same episodes on the simulator, and the CybORG mean without the worst ones.
 
-    .venv/bin/python scripts/protocol_outliers.py CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
-    .venv/bin/python scripts/protocol_outliers.py CHECKPOINT RedMeanderAgent 100 leaderboard
+    .venv/bin/python -m experiments.protocol_outliers CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
+    .venv/bin/python -m experiments.protocol_outliers CHECKPOINT RedMeanderAgent 100 leaderboard
         # the same on sim:leaderboard and cyborg:leaderboard
 """
 import concurrent.futures as cf
@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 import wfrl.cage2_eval as ce
-from sim_outliers import first_episode   # scripts/ is on sys.path when a script in it runs
+from wfrl.screen import first_episode
 
 
 def main():

@@ -87,7 +87,7 @@ def _red_list(name, value):
 def _ray_address(name, value):
     if value is None:
         return
-    from wfrl.collect.ray_exec import check_ray_address   # imports neither ray nor torch
+    from wfrl.collect.ray.address import check_ray_address   # imports neither ray nor torch
     try:
         check_ray_address(value)
     except ValueError as exc:

@@ -186,3 +186,16 @@ def test_the_path_check_catches_what_it_is_for():
     for s in ["runs/feas3/seed8", "docs/results/recipe/", "/dev/shm/wfrl-1", "/proc/net/tcp",
               "$TMPDIR/x", "network/tmp/"]:
         assert not _ABS.search(s), s
+
+
+MODULE_MAX_LINES = 700
+
+
+def test_no_module_is_a_grab_bag():
+    """Modules stay one subject each; past this size a module is split by subject."""
+    long = []
+    for f in (ROOT / "wfrl").rglob("*.py"):
+        n = len(f.read_text(encoding="utf-8").splitlines())
+        if n > MODULE_MAX_LINES:
+            long.append(f"{f.relative_to(ROOT)}: {n} lines")
+    assert not long, f"modules over {MODULE_MAX_LINES} lines:\n" + "\n".join(long)

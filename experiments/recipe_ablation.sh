@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The learner ablation behind the default recipe (docs/learner.md): one lane of single-workflow
+# The learner ablation behind the default recipe (docs/training.md): one lane of single-workflow
 # runs on the simulator, B_lineAgent, critical_first, one after another. Each run evaluates its
 # greedy policy every 5,000 episodes on 500 reserved episodes (eval_log.csv).
 #   bash experiments/recipe_ablation.sh OUT_DIR NAME [extra wfrl train flags...]

@@ -22,7 +22,13 @@ class RecordWriteError(UserError):
     replaced atomically or appended row by row)."""
 
     def __init__(self, path, exc: OSError):
+        import errno
         self.path = str(path)
         self.reason = exc.strerror or type(exc).__name__
-        super().__init__(f"cannot write {self.path}: {self.reason}; free space there (or make "
-                         "it writable)")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free space on that disk"
+        elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            fix = "make that directory writable"
+        else:
+            fix = "check that its directory exists and is writable"
+        super().__init__(f"cannot write {self.path}: {self.reason}; {fix}")

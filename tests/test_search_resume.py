@@ -234,6 +234,7 @@ def test_state_writer_commits_the_snapshot_taken_at_write_and_raises_a_failed_wr
     import torch
 
     from wfrl.search import state as state_mod
+    from wfrl.errors import RecordWriteError
     from wfrl.search.state import SearchState, StateWriter, load_state
     gate, real = threading.Event(), state_mod._write_state
 
@@ -257,10 +258,10 @@ def test_state_writer_commits_the_snapshot_taken_at_write_and_raises_a_failed_wr
     assert learner["optimizer"]["state"][0].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     missing = tmp_path / "gone" / "search_state.pt"     # its directory does not exist
     writer.write(missing, state, None)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(RecordWriteError, match="gone/search_state.pt: No such file"):
         writer.flush()
     writer.write(missing, state, None)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(RecordWriteError, match="gone/search_state.pt: No such file"):
         writer.write(path, state, None)   # raised by the next write
     writer.write(missing, state, None)
     writer.settle()                       # waits, and does not raise

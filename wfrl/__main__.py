@@ -35,7 +35,7 @@ def quiet_openmp(environ) -> None:
     3.2 of the first 50 s (0.2 s with this setting), CPU taken from the collectors and the
     learner. 10,000 turns (well under a millisecond) still hand back-to-back operations of a
     multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s comparison paths
-    over without a sleep: their rates are unchanged (docs/benchmarks.md), where
+    over without a sleep: their rates are unchanged (docs/learner.md), where
     OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
     sleeps, never what a computation gives (the same training log). Must run before torch is
     imported: OpenMP reads it once, when it loads."""

@@ -5,12 +5,13 @@ Every user error ends as one line on stderr and exit status 2, never a traceback
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 from pathlib import Path
 import sys
 
 from wfrl.config import flag_name
-from wfrl.errors import UserError
+from wfrl.errors import RecordWriteError, UserError
 
 EXIT_USAGE = 2
 
@@ -385,12 +386,37 @@ def _cmd_bench(a) -> int:
     return 0
 
 
+def _after_write_failure(a) -> str:
+    """What continues a run that stopped because a record could not be written."""
+    if a.command == "train" and (a.resume is not None or a.workflow is None):
+        from wfrl.config import SearchConfig
+        run = a.resume or getattr(a, "out", None) or SearchConfig.out
+        return f"then `wfrl train --resume {run}` continues the run"
+    if a.command == "exhaustive":
+        return "then the same command continues the run"
+    return "then run the command again"
+
+
+# A write that fails for these reasons is the machine's state, not a bug: one line, exit 2.
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
 def main(argv=None) -> int:
+    args = None
     try:
         args = build_parser().parse_args(argv)
         commands = {"train": _cmd_train, "exhaustive": _cmd_exhaustive, "eval": _cmd_eval, "parity": _cmd_parity,
                     "bench": _cmd_bench}
         return commands[args.command](args)
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS or args is None:
+            raise
+        failed = RecordWriteError(exc.filename or "a record of the run", exc)
+        print(f"wfrl: error: {failed}, {_after_write_failure(args)}", file=sys.stderr)
+        return EXIT_USAGE
+    except RecordWriteError as exc:
+        print(f"wfrl: error: {exc}, {_after_write_failure(args)}", file=sys.stderr)
+        return EXIT_USAGE
     except UserError as exc:
         print(f"wfrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

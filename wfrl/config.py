@@ -87,7 +87,7 @@ def _red_list(name, value):
 def _ray_address(name, value):
     if value is None:
         return
-    from wfrl.collect.ray_exec import check_ray_address   # imports neither ray nor torch
+    from wfrl.collect.ray.address import check_ray_address   # imports neither ray nor torch
     try:
         check_ray_address(value)
     except ValueError as exc:
@@ -269,7 +269,7 @@ class PPOConfig(Settings):
 
 
 # Named starting points for the learner; flags given on the command line override them.
-#   recipe   (default) what the ablations in docs/learner.md support: 200 episodes per update,
+#   recipe   (default) what the ablations in docs/training.md support: 200 episodes per update,
 #            the memory block and the action mask, the actor's and the critic's gradient norms
 #            clipped apart, the greedy policy evaluated every 5,000 episodes (best.pt). Learning
 #            rate and entropy weight stay constant: annealing them (--lr-final, --entropy-final)
@@ -339,7 +339,7 @@ class _RunSettings(Settings):
     backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG); with :leaderboard
     (sim:leaderboard, cyborg:leaderboard), played by the CybORG code the CAGE2 final leaderboard
-    was scored on (docs/learner.md, "The leaderboard's CybORG")."""
+    was scored on (docs/evaluation.md, "The leaderboard's CybORG")."""
     n_workers: int = setting(2, check=positive)
     """Worker processes / actors of the parallel collectors."""
     red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)

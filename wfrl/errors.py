@@ -14,3 +14,21 @@ def check_choice(what: str, value: str, choices) -> str:
     if value not in choices:
         raise UserError(f"unknown {what} {value!r} (choose from {', '.join(choices)})")
     return value
+
+
+class RecordWriteError(UserError):
+    """A record of the run could not be written — a full disk, a quota, a read-only or vanished
+    directory. The run stops there; every record it committed before stays whole (each file is
+    replaced atomically or appended row by row)."""
+
+    def __init__(self, path, exc: OSError):
+        import errno
+        self.path = str(path)
+        self.reason = exc.strerror or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free space on that disk"
+        elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            fix = "make that directory writable"
+        else:
+            fix = "check that its directory exists and is writable"
+        super().__init__(f"cannot write {self.path}: {self.reason}; {fix}")

@@ -195,7 +195,7 @@ class LearnerSteps:
         # then takes all N. A fixed share, not "until the batch is in": torch's sums depend on
         # the thread count, so a timing-dependent switch would make runs irreproducible. On 2
         # cores, two OpenMP threads oversubscribed by a collector made the update twice as slow
-        # as one thread; a third was the fastest share measured (docs/training.md, Overlap).
+        # as one thread; a third was the fastest share measured (docs/learner.md, "Threads").
         cores = self._learner_threads
         shared = cfg.epochs * cfg.minibatches // 3
         self._set_threads(max(1, cores - 1))

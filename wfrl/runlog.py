@@ -16,7 +16,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from wfrl.errors import UserError
+from wfrl.errors import RecordWriteError, UserError
 
 CHECKPOINT_FORMAT = "wfrl/ppo-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -111,16 +111,24 @@ class RunDir:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Replace `path` with `data` (write a temporary file beside it, fsync, rename): readers see
+    the old file or the new one. A failed write (a full disk) leaves the old file and raises
+    RecordWriteError naming `path`."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise RecordWriteError(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise RecordWriteError(path, exc) from None
         raise
 
 
@@ -140,12 +148,17 @@ class CsvLog:
             _atomic_write_bytes(self.path, buf.getvalue().encode())
 
     def append(self, row: dict) -> None:
+        """Append one row, durably; RecordWriteError naming the file when it cannot be written
+        (a row cut short by a full disk lies beyond the rows a resume keeps)."""
         buf = io.StringIO()
         csv.DictWriter(buf, self.columns, extrasaction="raise").writerow(row)
-        with open(self.path, "a", encoding="utf-8", newline="") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "a", encoding="utf-8", newline="") as f:
+                f.write(buf.getvalue())
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise RecordWriteError(self.path, exc) from None
 
 
 def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:

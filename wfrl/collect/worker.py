@@ -78,7 +78,7 @@ _state: WorkerState | None = None
 # the workers play the next batch while the learner updates on this one; where the two want more
 # cores than there are (2 cores: a worker, the actor's and the critic's threads), the update — the
 # run's critical path — goes first and the workers take what it leaves, which is enough: a batch
-# is played well before the update ends. Same episodes, same results (docs/training.md).
+# is played well before the update ends. Same episodes, same results (docs/learner.md).
 WORKER_NICE = 10
 
 

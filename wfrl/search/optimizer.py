@@ -94,9 +94,9 @@ FEAS_MIN_SIGNAL = 0.25
 # fitted as before (REWARD_*): forcing a workflow effect into the model that answers "which is
 # best, and is it distinguishable?" makes it find one in pure noise (40 noise-only observations
 # no longer end with "no workflow is distinguishable from the best", tests/test_optimizer.py).
-# Planted benchmark, the same 100 runs (docs/search.md, "Planted ground truths"), K = 15,
+# Planted benchmark, the same 100 runs (docs/search.md, "How good the search is"), K = 15,
 # top-5-or-2-SE: one model with the old prior 80 %; one model with the optimistic prior 90 %
-# (tie statement broken); the split: see docs/search.md.
+# (tie statement broken); the split: docs/results/search/2026-11-26_planted/planted_ablation.txt.
 REWARD_MAX_LENGTH_SCALE = 20.0
 REWARD_MIN_SIGNAL = 0.25
 ACQ_REWARD_MAX_LENGTH_SCALE = 4.0

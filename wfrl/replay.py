@@ -164,12 +164,29 @@ function show(t){
     : ' <b class="bad">non-compliant fix</b>') : '') : '&mdash;';
   document.getElementById('red').innerHTML = s ? esc(s.red) + (s.red_ok ? ' <span class="ok">'
     + '(succeeded)</span>' : ' <span class="bad">(failed)</span>') : '&mdash;';
+  const mk = document.getElementById('curve-mark');
+  mk.setAttribute('cx', curveX(t)); mk.setAttribute('cy', curveY(s ? s.total : 0));
   document.getElementById('reward').textContent = s ? s.reward.toFixed(1) : '0.0';
   document.getElementById('total').textContent = s ? s.total.toFixed(1) : '0.0';
   document.querySelectorAll('#log tr.cur').forEach(r => r.classList.remove('cur'));
   const row = document.getElementById('row-' + t);
   if (row) { row.classList.add('cur'); }
 }
+const lo = Math.min(0, ...D.steps.map(s => s.total)), CW = 560, CH = 110;
+function curveX(t){ return 40 + t / Math.max(1, N) * (CW - 50); }
+function curveY(v){ return 10 + (lo === 0 ? 0 : v / lo) * (CH - 30); }
+(function(){
+  const pts = [[0, 0]].concat(D.steps.map((s, i) => [i + 1, s.total]));
+  document.getElementById('curve-line').setAttribute('points',
+    pts.map(p => curveX(p[0]).toFixed(1) + ',' + curveY(p[1]).toFixed(1)).join(' '));
+  document.getElementById('curve-lo').textContent = lo.toFixed(1);
+  D.steps.forEach((s, i) => { if (s.fix) {
+    const c = document.createElementNS('http://www.w3.org/2000/svg', 'line');
+    c.setAttribute('x1', curveX(i + 1)); c.setAttribute('x2', curveX(i + 1));
+    c.setAttribute('y1', CH - 14); c.setAttribute('y2', CH - 6);
+    c.setAttribute('stroke', s.fix.compliant === false ? '#c0282d' : '#1a7f37');
+    document.getElementById('curve').appendChild(c); } });
+})();
 function play(){
   if (timer) { clearInterval(timer); timer = null; btn.textContent = 'play'; return; }
   if (+slider.value >= N) show(0);
@@ -238,7 +255,12 @@ def replay_section(data: dict) -> str:
 <button id="fwd">step &rsaquo;</button><input id="slider" type="range" min="0" value="0">
 <span>step <b id="t"></b></span></div>
 <div id="panel">{_hosts_svg()}
-<div id="now"><table><tr><td>blue</td><td id="blue"></td></tr><tr><td>red</td>
+<div id="now"><svg id="curve" xmlns="http://www.w3.org/2000/svg" width="560" height="110"
+font-size="11"><text x="40" y="9">running reward (ticks: fixes, green compliant, red not)</text>
+<text x="2" y="14">0</text><text id="curve-lo" x="2" y="84"></text>
+<line x1="40" y1="10" x2="40" y2="90" stroke="#888"/><line x1="40" y1="10" x2="550" y2="10"
+stroke="#ccc"/><polyline id="curve-line" fill="none" stroke="#1f5fa8" stroke-width="1.5"/>
+<circle id="curve-mark" r="4" fill="#1f5fa8"/></svg><table><tr><td>blue</td><td id="blue"></td></tr><tr><td>red</td>
 <td id="red"></td></tr><tr><td>reward</td><td id="reward"></td></tr><tr><td>total</td>
 <td id="total"></td></tr></table>
 <div id="log"><table><thead><tr><th>t</th><th>blue</th><th>fix</th><th>red</th><th>reward</th>

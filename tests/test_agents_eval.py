@@ -128,6 +128,13 @@ def test_finished_settings_are_kept(factory, extra, tmp_path, capsys, monkeypatc
     assert _scores(full) == _scores(saved)
 
 
+def test_json_stays_json_when_the_agent_prints(capfd):
+    assert main(["eval", "--cage2", "--agent", f"{AGENTS}:restorer", "--episodes", "1",
+                 "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["complete"] and "a line an agent prints" in err
+
+
 def test_agent_flag_errors(capsys):
     for argv, says in (
             (["--agent", "no_colon"], "--agent takes MODULE:FACTORY"),

@@ -171,6 +171,7 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
 def _worker(spec, conn, clock):
     """Worker process: build the agent, then play the chunks sent until None."""
     from wfrl.envs import make_backend
+    os.dup2(2, 1)    # whatever the agent prints goes to stderr: stdout carries the table / JSON
     try:
         clock[_EPISODE_T] = time.monotonic()
         agent = make_agent(spec)

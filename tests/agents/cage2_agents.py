@@ -41,6 +41,7 @@ class Restorer:
     integers, as a torch/numpy agent does."""
 
     def get_action(self, observation, action_space):
+        print("restorer: a line an agent prints")   # must not reach the --json output
         flagged = np.flatnonzero(observation.reshape(13, 4)[:, 2:].any(axis=1))
         return np.int64(132 + flagged[0]) if flagged.size else np.int64(0)
 

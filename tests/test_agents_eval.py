@@ -79,6 +79,7 @@ def test_reference_columns_belong_to_the_backends_code():
     t_inst, t_board = format_table(installed), format_table(board)
     assert "installed CybORG code" in t_inst and "re-run" in t_inst and "-13.76" not in t_inst
     assert "leaderboard's CybORG code" in t_board and "-13.76" in t_board
+    assert "leaderboard winner: -54.57" not in t_board     # (a total over 2 of the 9 settings)
 
 
 BAD = {  # factory: (extra flags, what the line must say)

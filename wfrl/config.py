@@ -591,9 +591,9 @@ class Cage2EvalConfig(Settings):
     """Score any Python agent instead of a checkpoint: FACTORY() builds an object with
     get_action(observation, action_space) and end_episode(), as CAGE2's evaluation calls them."""
     action_timeout: float = setting(30.0, check=positive, metavar="S")
-    """--agent: the longest one get_action call may take, in seconds."""
+    """The longest one get_action call of an --agent may take, in seconds."""
     episode_timeout: float = setting(600.0, check=positive, metavar="S")
-    """--agent: the longest one episode (or building the agent) may take, in seconds."""
+    """The longest one episode of an --agent (or building it) may take, in seconds."""
     out: str | None = setting(None, metavar="FILE")
     """Also write the result as JSON to FILE, rewritten after every finished setting (a failed
     evaluation leaves its finished settings there, "complete": false)."""

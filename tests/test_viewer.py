@@ -106,7 +106,28 @@ def test_recorded_episode_matches_the_evaluation(episode):
     assert episode["start_access"][HOSTS.index("User0")] == 2     # red's foothold
     assert any(a > 0 for s in steps for a in s["access"][:8])     # it got further
     assert any(s["red"].startswith("ExploitRemoteService") for s in steps)
-    assert any(any(s["decoys"]) for s in steps) and np.isfinite(episode["return"])
+    assert np.isfinite(episode["return"])
+    _decoys_follow_blue(steps)
+
+
+def _decoys_follow_blue(steps):
+    """The decoys a backend reports are the ones blue placed: after DecoyX H at most kind X
+    appears, only on H; after Restore H none is left on H; nothing else changes them."""
+    from wfrl.features import DECOY_KINDS
+    assert any(any(s["decoys"]) for s in steps)
+    before = [0] * len(HOSTS)
+    for t, s in enumerate(steps):
+        now = s["decoys"]
+        name, _, host = s["blue"].partition(" ")
+        for h in range(len(HOSTS)):
+            if host == HOSTS[h] and name.startswith("Decoy"):
+                k = DECOY_KINDS.index(name[len("Decoy"):])
+                assert now[h] & ~before[h] in (0, 1 << k) and before[h] & ~now[h] == 0, (t, s)
+            elif host == HOSTS[h] and name == "Restore":
+                assert now[h] == 0, (t, s)
+            else:
+                assert now[h] == before[h], (t, h, s)
+        before = now
 
 
 @needs_chromium
@@ -183,16 +204,7 @@ def test_replay_on_cyborg_reads_red_actions_and_decoys(tmp_path):
         assert all(pattern.fullmatch(s["red"]) for s in rec["steps"]), rec["steps"]
         assert rec["steps"][0]["red"] == "DiscoverRemoteSystems User"
         assert any(s["red"].startswith("ExploitRemoteService ") for s in rec["steps"])
-    # the decoys CybORG holds are the ones blue placed: a DecoyX H that succeeded shows on H
-    placed = [s for s in data["steps"] if s["blue"].startswith("Decoy")]
-    assert placed and any(any(s["decoys"]) for s in data["steps"])
-    from wfrl.features import DECOY_KINDS
-    for t, s in enumerate(data["steps"]):
-        if s["blue"].startswith("Decoy"):
-            kind, host = s["blue"][len("Decoy"):].split()
-            before = data["steps"][t - 1]["decoys"] if t else [0] * 13
-            h, k = HOSTS.index(host), DECOY_KINDS.index(kind)
-            assert s["decoys"][h] & ~before[h] in (0, 1 << k), (t, s)   # nothing else appears
+    _decoys_follow_blue(data["steps"])
 
 
 def test_report_of_a_search_run(tmp_path, capsys):

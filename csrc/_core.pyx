@@ -169,6 +169,11 @@ cdef extern from "wfrl_cage2.h" nogil:
     ctypedef struct wfrl_cage2:
         int32_t t
         uint8_t ot_running
+        uint8_t decoys[13]
+        uint8_t n_vsftpd[13]
+        uint8_t prev_success
+        uint8_t last_red_type
+        signed char last_red_target
     int WFRL_RED_LEADERBOARD
     void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
@@ -276,6 +281,22 @@ cdef class Cage2Sim:
         with nogil:
             total = wfrl_cage2_random_rollout(e, n_steps, seed)
         return total / 10.0
+
+    def last_red_action(self, Py_ssize_t i):
+        """Red's action in env i's last step: (kind 0 sleep, 1 DiscoverRemoteSystems (target a
+        subnet: 0 user, 1 enterprise, 2 operational), 2 DiscoverNetworkServices, 3
+        ExploitRemoteService, 4 PrivilegeEscalate, 5 Impact (target a host); success 0/1)."""
+        cdef wfrl_cage2 *e = self._env(i)
+        return int(e.last_red_type), int(e.last_red_target), int(e.prev_success == 1)
+
+    def decoys(self, Py_ssize_t i):
+        """Decoys in place on env i's hosts: uint8[13], bit k = kind k of wfrl.features
+        .DECOY_KINDS."""
+        cdef wfrl_cage2 *e = self._env(i)
+        out = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        for h in range(WFRL_N_HOSTS):
+            out[h] = (e.decoys[h] & 0x7F) | (0x80 if e.n_vsftpd[h] else 0)
+        return out
 
     def steps_taken(self, Py_ssize_t i):
         return self._env(i).t

@@ -161,6 +161,8 @@ typedef struct {
     uint8_t red_kind;
     uint8_t prev_success;   /* 0 fail, 1 success, 2 unknown (start of episode) */
     uint8_t prev_has_data;  /* previous red action returned host data */
+    uint8_t last_red_type;  /* red's action of the last step (RA_*) and its target, for viewers */
+    int8_t last_red_target;
     /* B_line */
     uint8_t bl_stage, bl_user;
     uint16_t bl_cached;     /* bit k: stage k built */
@@ -605,6 +607,8 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     }
     e->prev_success = (uint8_t)ok;
     e->prev_has_data = (uint8_t)data;
+    e->last_red_type = ra.type;
+    e->last_red_target = ra.target;
 
     /* 4. reward from the true state */
     int r10 = e->ot_running ? 0 : -100;

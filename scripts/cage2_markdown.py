@@ -27,7 +27,8 @@ def main(argv=None):
     for r in cy["settings"]:
         s = s_by[(r["red_agent"], r["steps"])]
         comp = "n/a (no fix)" if r["compliance"] is None else f"{r['compliance']:.3f}"
-        beats = "" if r["red_agent"] == "SleepAgent" else ("yes" if r["mean"] > r["winner"] else "no")
+        beats = "" if r["red_agent"] == "SleepAgent" or r["winner"] is None else \
+            ("yes" if r["mean"] > r["winner"] else "no")   # (winner: measured on that code)
         print(f"| {r['red_agent']} | {r['steps']} | {r['mean']:.2f} ± {r['sd']:.2f} ({r['se']:.2f}) "
               f"| {comp} | {s['mean']:.2f} ± {s['sd']:.2f} | {r['winner']} | {r['best_entry']} | {beats} |")
     print(f"\nTotal (sum of the nine means): CybORG {cy['total']:.2f} ± {cy['total_ci95']:.2f} (95 %), "

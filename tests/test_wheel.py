@@ -1,4 +1,5 @@
-"""The wheel a cluster node installs: built with `python -m build`, it carries the compiled core
+"""The wheel a cluster node installs: built with `python -m build` and made a manylinux wheel by
+`auditwheel repair` (tests/conftest.py), it carries the compiled core
 and the shipped policy, and a venv holding wfrl only from that wheel runs `wfrl train --help` and
 `wfrl eval --cage2 --checkpoint pretrained:critical_first`.
 
@@ -38,6 +39,7 @@ assert not bad, bad
 def test_wheel_is_a_platform_wheel_with_the_compiled_core(wheel_venv):
     wheel = wheel_venv.wheel
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
+    assert "-manylinux_2_" in wheel.name or ".manylinux_2_" in wheel.name, wheel.name   # repaired
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("wfrl/_core.") and n.endswith(".so") for n in names), names
     assert "wfrl/cli.py" in names and not any(n.endswith(".pyx") for n in names)
@@ -62,3 +64,20 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel_venv, tmp_path):
     res = run([py, "-m", "wfrl", "eval", "--cage2", "--checkpoint", "pretrained:critical_first",
                "--episodes", "3", "--json"], cwd=tmp_path)
     assert '"settings"' in res.stdout
+
+
+@pytest.mark.slow
+def test_manylinux_wheel_searches_and_says_which_update_it_runs(wheel_venv, tmp_path):
+    """A short workflow search from the manylinux wheel; its compiled update is on exactly where
+    the CPU has AVX-512 (docs/agents.md)."""
+    import json
+    py = str(wheel_venv.python)
+    out = tmp_path / "run"
+    run([py, "-m", "wfrl", "train", "--total-episodes", "60", "--pretrain-episodes", "20",
+         "--episodes-per-update", "20", "--hidden", "16", "--out", str(out)], cwd=tmp_path)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes_used"] == 60 and summary["visits"] == 1
+    res = run([py, "-c", "from wfrl.ppo.learner import COMPILED_FAST; print(COMPILED_FAST)"],
+              cwd=tmp_path)
+    flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    assert res.stdout.strip() == str("avx512f" in flags)

@@ -43,6 +43,33 @@ LEADERBOARD = {
 }
 LEADERBOARD_TOTAL = {"winner": -54.57, "best": None}
 
+# The reference beside each backend's scores is measured on the CybORG code that backend plays by
+# (wfrl.envs.base.BACKENDS); the record: docs/results/agents/winner_rerun.json.
+# Installed code (csle-cyborg 0.0.3, cage-challenge-2 9421c8e): the winner's released agent re-run
+# unchanged from its own checkout, 500 episodes per setting (B_line and Meander, 100 steps).
+# Leaderboard code (cage-challenge-2 606813b): the leaderboard itself; the same re-run there
+# scored B_line-100 -13.22 and Meander-100 -16.70.
+REFERENCES = {
+    "installed": {
+        "code": "installed CybORG code (cage-challenge-2 9421c8e)",
+        "note": "winner = the CAGE2 winner's released agent re-run on this code (500 episodes per "
+                "setting); no leaderboard exists for this code",
+        "winner": {("B_lineAgent", 100): -36.84, ("RedMeanderAgent", 100): -16.77},
+        "best": {}, "winner_total": None},
+    "leaderboard": {
+        "code": "the leaderboard's CybORG code (cage-challenge-2 606813b)",
+        "note": "winner / best = the CAGE2 final leaderboard (1000 episodes per setting, this "
+                "code); the winner's agent re-run here: B_line-100 -13.22, Meander-100 -16.70",
+        "winner": LEADERBOARD["winner"], "best": LEADERBOARD["best"],
+        "winner_total": LEADERBOARD_TOTAL["winner"]},
+}
+
+
+def reference_for(backend: str) -> dict:
+    """The reference measured on the CybORG code `backend` plays by."""
+    from wfrl.envs.base import is_leaderboard
+    return REFERENCES["leaderboard" if is_leaderboard(backend) else "installed"]
+
 
 @dataclass(frozen=True)
 class _Task:
@@ -106,81 +133,138 @@ def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
             bool(cfg.get("count_foothold", False)))
 
 
-def cage2_evaluate(checkpoints: dict, backend: str = "sim", episodes: int = 1000,
+def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episodes: int = 1000,
                    seed: int = 153, n_workers: int | None = None, greedy: bool = True,
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
-                   progress=None) -> dict:
+                   progress=None, agent: str | None = None, action_timeout: float = 30.0,
+                   episode_timeout: float = 600.0, on_setting=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
-    subset that covers every red). Returns the JSON-ready result (see `format_table`)."""
+    subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
+    under `workflow`). on_setting(partial result), if given, runs after every finished setting.
+    Returns the JSON-ready result (see `format_table`); a failure raises EvaluationFailed, whose
+    `partial` holds the finished settings."""
     from wfrl.envs.base import backend_engine, check_backend
     check_backend(backend)
     if episodes < 1:
         raise UserError(f"--episodes must be positive (got {episodes})")
     loaded = {}
-    for red in reds:
-        path = _policy_for(red, checkpoints)
-        if path not in loaded:
-            loaded[path] = policy_of_checkpoint(path, workflow)
+    if agent is None:
+        for red in reds:
+            path = _policy_for(red, checkpoints)
+            if path not in loaded:
+                loaded[path] = policy_of_checkpoint(path, workflow)
+    elif workflow is not None:
+        from wfrl.workflow import Workflow
+        Workflow.parse(workflow)
     settings = [(red, steps) for red in reds for steps in lengths]
     chunk = CHUNK[backend_engine(backend)]
     tasks = []
     for k, (red, steps) in enumerate(settings):
-        weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
         base = episode_block(CAGE2_EPISODE_BASE, k)
         for first in range(0, episodes, chunk):
-            tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
-                                   base + first, min(chunk, episodes - first), greedy)))
+            n = min(chunk, episodes - first)
+            if agent is None:
+                weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
+                tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
+                                       base + first, n, greedy)))
+            else:
+                tasks.append((k, (k, backend, red, steps, seed, base + first, n, workflow)))
     if n_workers is None:
         n_workers = min(2, os.cpu_count() or 1) if backend_engine(backend) == "cyborg" else 1
+    head = {"backend": backend, "episodes": episodes, "seed": seed,
+            "policy": "agent" if agent else ("greedy" if greedy else "sampling"),
+            **({"agent": agent, "workflow": workflow} if agent else {})}
     parts: dict[int, list] = {k: [] for k in range(len(settings))}
-    if n_workers <= 1:
-        for k, t in tasks:
-            parts[k].append((t.first, _run_task(t)))
-            if progress:
-                progress(f"{t.red} {t.steps} steps: {sum(p[1][0].size for p in parts[k])} episodes")
-    else:
-        import multiprocessing as mp
-        try:
-            with cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn")) as pool:
-                futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
-                for f in cf.as_completed(futs):
-                    k, t = futs[f]
-                    parts[k].append((t.first, f.result()))
-                    if progress:
-                        progress(f"{t.red} {t.steps} steps: "
-                                 f"{sum(p[1][0].size for p in parts[k])} episodes")
-        except BrokenProcessPool:
-            raise UserError("an evaluation worker died (killed or out of memory); nothing was "
-                            "written — run the evaluation again") from None
-    rows = []
-    for k, (red, steps) in enumerate(settings):
-        chunks = [p[1] for p in sorted(parts[k], key=lambda p: p[0])]
-        ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
-        n_fix = int(fixes.sum())
-        rows.append({
-            "red_agent": red, "steps": steps, "n": int(ret.size),
-            "mean": round(float(ret.mean()), 4),
-            "sd": round(float(ret.std(ddof=1)) if ret.size > 1 else 0.0, 4),
-            "se": round(float(ret.std(ddof=1) / np.sqrt(ret.size)) if ret.size > 1 else 0.0, 4),
-            "compliance": round(int(compliant.sum()) / n_fix, 4) if n_fix else None,
-            "compliance_episode_mean": round(float(ep_comp.mean()), 4),
-            "fixes_per_episode": round(float(fixes.mean()), 3),
-            "winner": LEADERBOARD["winner"].get((red, steps)),
-            "best_entry": LEADERBOARD["best"].get((red, steps)),
-            "checkpoint": str(_policy_for(red, checkpoints)),
-        })
+    left = {k: sum(1 for kk, _ in tasks if kk == k) for k in range(len(settings))}
+    rows: dict[int, dict] = {}
+
+    def result(complete: bool) -> dict:
+        return _result(head, [rows[k] for k in sorted(rows)], complete)
+
+    def finished(k, first, res):
+        parts[k].append((first, res))
+        left[k] -= 1
+        red, steps = settings[k]
+        if progress:
+            progress(f"{red} {steps} steps: {sum(p[1][0].size for p in parts[k])} episodes")
+        if left[k] == 0:
+            source = agent if agent else str(_policy_for(red, checkpoints))
+            rows[k] = _row(red, steps, parts[k], backend, source, agent is not None)
+            if on_setting:
+                on_setting(result(complete=False))
+
+    try:
+        if agent is not None:
+            from wfrl.agents import run_tasks, setting_name
+            run_tasks(agent, tasks, n_workers, lambda k: setting_name(backend, *settings[k]),
+                      action_timeout, episode_timeout,
+                      lambda i, res: finished(tasks[i][0], tasks[i][1][5], res))
+        elif n_workers <= 1:
+            for k, t in tasks:
+                finished(k, t.first, _run_task(t))
+        else:
+            import multiprocessing as mp
+            try:
+                with cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn")) as pool:
+                    futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
+                    for f in cf.as_completed(futs):
+                        k, t = futs[f]
+                        finished(k, t.first, f.result())
+            except BrokenProcessPool:
+                raise UserError("an evaluation worker died (killed or out of memory)") from None
+    except UserError as exc:
+        raise EvaluationFailed(str(exc), result(complete=False)) from None
+    return result(complete=True)
+
+
+class EvaluationFailed(UserError):
+    """An evaluation stopped; `partial` is the result of its finished settings."""
+
+    def __init__(self, message: str, partial: dict):
+        n = len(partial["settings"])
+        super().__init__(f"{message} ({n} finished setting{'s' * (n != 1)} kept)" if n
+                         else message)
+        self.partial = partial
+
+
+def _row(red, steps, parts, backend, source, is_agent) -> dict:
+    chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
+    ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
+    n_fix = int(fixes.sum())
+    measured = not np.isnan(ep_comp).any()
+    ref = reference_for(backend)
+    return {
+        "red_agent": red, "steps": steps, "n": int(ret.size),
+        "mean": round(float(ret.mean()), 4),
+        "sd": round(float(ret.std(ddof=1)) if ret.size > 1 else 0.0, 4),
+        "se": round(float(ret.std(ddof=1) / np.sqrt(ret.size)) if ret.size > 1 else 0.0, 4),
+        "compliance": round(int(compliant.sum()) / n_fix, 4) if n_fix and measured else None,
+        "compliance_episode_mean": round(float(ep_comp.mean()), 4) if measured else None,
+        "fixes_per_episode": round(float(fixes.mean()), 3),
+        "winner": ref["winner"].get((red, steps)),
+        "best_entry": ref["best"].get((red, steps)),
+        ("agent" if is_agent else "checkpoint"): source,
+    }
+
+
+def _result(head: dict, rows: list, complete: bool) -> dict:
+    ref = reference_for(head["backend"])
     total = sum(r["mean"] for r in rows)
     total_se = float(np.sqrt(sum(r["se"] ** 2 for r in rows)))
-    return {"backend": backend, "episodes": episodes, "seed": seed,
-            "policy": "greedy" if greedy else "sampling", "settings": rows,
+    return {**head, "settings": rows, "complete": complete,
             "total": round(total, 3), "total_ci95": round(1.96 * total_se, 3),
-            "leaderboard_winner_total": LEADERBOARD_TOTAL["winner"]}
+            "reference": ref["note"], "reference_code": ref["code"],
+            "leaderboard_winner_total": ref["winner_total"]}
 
 
 def format_table(res: dict) -> str:
-    """The leaderboard-style text table of a cage2_evaluate result."""
-    lines = [f"CAGE2 evaluation on {res['backend']}: {res['episodes']} episodes per setting, "
-             f"seed {res['seed']}, {res['policy']} policy",
+    """The leaderboard-style text table of a cage2_evaluate result (partial: its finished
+    settings)."""
+    who = f"agent {res['agent']}" if res.get("agent") else f"{res['policy']} policy"
+    done = "" if res.get("complete", True) else " (INCOMPLETE: finished settings only)"
+    lines = [f"CAGE2 evaluation on {res['backend']}, {res['reference_code']}: {res['episodes']} "
+             f"episodes per setting, seed {res['seed']}, {who}{done}",
+             f"reference: {res['reference']}",
              f"{'red agent':16s} {'steps':>5s} {'mean':>9s} {'± sd':>7s} {'± se':>6s} "
              f"{'compliance':>10s} {'fixes/ep':>8s} {'winner':>7s} {'best':>7s}"]
     for r in res["settings"]:
@@ -189,7 +273,10 @@ def format_table(res: dict) -> str:
         best = "" if r["best_entry"] is None else f"{r['best_entry']:7.2f}"
         lines.append(f"{r['red_agent']:16s} {r['steps']:5d} {r['mean']:9.2f} {r['sd']:7.2f} "
                      f"{r['se']:6.2f} {comp:>10s} {r['fixes_per_episode']:8.2f} {win:>7s} {best:>7s}")
+    ref_total = res.get("leaderboard_winner_total")
+    if len(res["settings"]) != len(CAGE2_REDS) * len(CAGE2_LENGTHS):
+        ref_total = None          # a total over some settings compares with no leaderboard total
     lines.append(f"total (sum of the {len(res['settings'])} means): {res['total']:.2f} "
-                 f"± {res['total_ci95']:.2f} (95 %); leaderboard winner: "
-                 f"{res['leaderboard_winner_total']}")
+                 f"± {res['total_ci95']:.2f} (95 %)"
+                 + ("" if ref_total is None else f"; leaderboard winner: {ref_total}"))
     return "\n".join(lines)

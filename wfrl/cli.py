@@ -177,6 +177,55 @@ def _add_bench(sub):
     q.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
+def _add_viewer(sub):
+    """`wfrl replay` and `wfrl report`: pages to look at (wfrl.replay)."""
+    from wfrl.config import BACKEND_METAVAR
+
+    def episode_flags(p):
+        p.add_argument("--backend", default="sim", metavar=BACKEND_METAVAR,
+                       help="environment backend (default: sim)")
+        p.add_argument("--red-agent", default="B_lineAgent",
+                       metavar="B_lineAgent|RedMeanderAgent|SleepAgent",
+                       help="red attacker (default: B_lineAgent)")
+        p.add_argument("--seed", type=_int, default=153, help="seed of the episode (default: 153)")
+        p.add_argument("--episode", type=_int, default=0, metavar="N",
+                       help="global episode number under that seed (default: 0)")
+
+    p = sub.add_parser("replay", help="write one episode of a policy or agent as a "
+                                      "self-contained HTML page")
+    p.add_argument("--checkpoint", help="the policy (a file or pretrained:NAME), played greedily")
+    p.add_argument("--agent", metavar="MODULE:FACTORY", help="any agent with CAGE2's interface "
+                                                             "(as in eval --cage2 --agent)")
+    p.add_argument("--workflow", help="judge fixes under this workflow (default: the "
+                                      "checkpoint's; none for an agent)")
+    p.add_argument("--steps", type=_int, default=100, help="blue steps (default: 100)")
+    p.add_argument("--html", required=True, metavar="FILE", help="the page to write")
+    episode_flags(p)
+    r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
+                                      "posterior and feasibility, a replay of its best policy")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--html", metavar="FILE", help="the page to write (default: "
+                                                  "RUN_DIR/report.html)")
+    episode_flags(r)
+
+
+def _cmd_replay(a) -> int:
+    from wfrl.replay import record_episode, replay_html, write_page
+    data = record_episode(a.backend, a.red_agent, a.seed, a.episode, a.steps,
+                          checkpoint=a.checkpoint, agent=a.agent, workflow=a.workflow)
+    write_page(a.html, replay_html(data))
+    print(f"wrote {a.html}: {len(data['steps'])} steps, return {data['return']:.1f}")
+    return 0
+
+
+def _cmd_report(a) -> int:
+    from wfrl.replay import report_html, write_page
+    out = a.html or str(Path(a.run_dir) / "report.html")
+    write_page(out, report_html(a.run_dir, a.backend, a.red_agent, a.seed, a.episode))
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wfrl", description="workflow-conditioned PPO for CAGE Challenge 2")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -185,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_parity(sub)
     _add_bench(sub)
+    _add_viewer(sub)
     return parser
 
 
@@ -269,13 +319,27 @@ def _cmd_eval_cage2(a, given) -> int:
     if bad:
         raise UserError(f"{flag_name(bad[0])} does not apply with --cage2 (it plays every red)")
     cfg = Cage2EvalConfig(**given).validate()
-    from wfrl.cage2_eval import cage2_evaluate, format_table
+    from wfrl.cage2_eval import EvaluationFailed, cage2_evaluate, format_table
+    from wfrl.runlog import write_json
     cks = {"all": cfg.checkpoint, "b_line": cfg.checkpoint_b_line,
            "meander": cfg.checkpoint_meander}
-    res = cage2_evaluate(cks, backend=cfg.backend, episodes=cfg.episodes, seed=cfg.seed,
-                         n_workers=cfg.n_workers, greedy=not cfg.sampling, workflow=cfg.workflow,
-                         progress=None if a.json else (lambda line: print(line, file=sys.stderr,
-                                                                            flush=True)))
+    save = (lambda res: write_json(Path(cfg.out), res)) if cfg.out else None
+    try:
+        res = cage2_evaluate(cks, backend=cfg.backend, episodes=cfg.episodes, seed=cfg.seed,
+                             n_workers=cfg.n_workers, greedy=not cfg.sampling,
+                             workflow=cfg.workflow, agent=cfg.agent,
+                             action_timeout=cfg.action_timeout,
+                             episode_timeout=cfg.episode_timeout, on_setting=save,
+                             progress=None if a.json else (lambda line: print(
+                                 line, file=sys.stderr, flush=True)))
+    except EvaluationFailed as exc:   # the finished settings, then the one-line error
+        if exc.partial["settings"]:
+            print(json.dumps(exc.partial) if a.json else format_table(exc.partial), flush=True)
+        if save:
+            save(exc.partial)
+        raise
+    if save:
+        save(res)
     print(json.dumps(res) if a.json else format_table(res))
     return 0
 
@@ -406,7 +470,7 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         commands = {"train": _cmd_train, "exhaustive": _cmd_exhaustive, "eval": _cmd_eval, "parity": _cmd_parity,
-                    "bench": _cmd_bench}
+                    "bench": _cmd_bench, "replay": _cmd_replay, "report": _cmd_report}
         return commands[args.command](args)
     except OSError as exc:
         if exc.errno not in _DISK_ERRNOS or args is None:

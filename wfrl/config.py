@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import textwrap
 from dataclasses import dataclass, field
 
@@ -605,12 +606,30 @@ class Cage2EvalConfig(Settings):
     sampling: bool = False
     """Sample actions instead of taking the greedy (argmax) action."""
     workflow: str | None = setting(None, check=_workflow)
-    """Condition on this workflow instead of the checkpoint's."""
+    """Condition on this workflow instead of the checkpoint's (with --agent: the workflow its
+    fixes' compliance is measured under; none by default)."""
+    agent: str | None = setting(None, metavar="MODULE:FACTORY")
+    """Score any Python agent instead of a checkpoint: FACTORY() builds an object with
+    get_action(observation, action_space) and end_episode(), as CAGE2's evaluation calls them."""
+    action_timeout: float = setting(30.0, check=positive, metavar="S")
+    """The longest one get_action call of an --agent may take, in seconds."""
+    episode_timeout: float = setting(600.0, check=positive, metavar="S")
+    """The longest one episode of an --agent (or building it) may take, in seconds."""
+    out: str | None = setting(None, metavar="FILE")
+    """Also write the result as JSON to FILE, rewritten after every finished setting (a failed
+    evaluation leaves its finished settings there, "complete": false)."""
 
     def _check_together(self) -> None:
-        if not (self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander):
+        has_ck = self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander
+        if self.agent and has_ck:
+            raise UserError("--agent and --checkpoint exclude each other")
+        if self.out and not os.path.isdir(os.path.dirname(os.path.abspath(self.out))):
+            raise UserError(f"--out {self.out}: its directory does not exist")
+        if self.agent and self.sampling:
+            raise UserError("--sampling applies to checkpoints; an agent chooses its own actions")
+        if not (has_ck or self.agent):
             raise UserError("--cage2 needs --checkpoint (or --checkpoint-b-line and "
-                            "--checkpoint-meander)")
+                            "--checkpoint-meander) or --agent MODULE:FACTORY")
 
 
 def _parity_red(name, value):

@@ -28,6 +28,8 @@ _INSTALL_HINT = ("the cyborg backend needs the [cyborg] extra: pip install 'wfrl
 
 _HOST_INDEX = {h: i for i, h in enumerate(HOSTS)}
 _PRIVILEGED = ("root", "SYSTEM")
+# The process name of each decoy kind (wfrl.features.DECOY_KINDS order).
+_DECOY_PROCESS = ("apache", "femitter", "haraka", "smss", "sshd", "svchost", "tomcat", "vsftpd")
 
 
 def _load():
@@ -159,6 +161,34 @@ class CybORGBackend:
             elif ra[h] == 0:
                 ra[h] = 1
         return ra.copy()
+
+    def last_red_action(self):
+        """Red's action in the last step: (name, target, success) (wfrl.envs.base.RED_ACTIONS)."""
+        act = self._cyborg.get_last_action("Red")
+        name = type(act).__name__ if act is not None else "Sleep"
+        ok = str(self._cyborg.get_observation("Red").get("success")).upper().endswith("TRUE")
+        ec = self._cyborg.environment_controller
+        if getattr(act, "subnet", None) is not None:
+            target = {v: k for k, v in ec.subnet_cidr_map.items()}.get(act.subnet, "")
+        elif getattr(act, "ip_address", None) is not None:
+            target = {v: k for k, v in ec.hostname_ip_map.items()}.get(act.ip_address, "")
+        else:
+            target = getattr(act, "hostname", "") or ""
+        return name, str(target), ok
+
+    def decoys(self) -> np.ndarray:
+        """Decoys in place per host (uint8[13], bit k: wfrl.features.DECOY_KINDS[k]), read from
+        the decoy processes of the true state."""
+        from csle_cyborg.shared.enums import DecoyType
+        out = np.zeros(N_HOSTS, np.uint8)
+        for h, host in enumerate(HOSTS):
+            for p in self._state.hosts[host].processes:
+                if p.decoy_type != DecoyType.NONE:
+                    kind = next((k for k, n in enumerate(_DECOY_PROCESS)
+                                 if str(p.name).lower().startswith(n)), None)
+                    if kind is not None:
+                        out[h] |= 1 << kind
+        return out
 
     def close(self) -> None:
         self._env = None

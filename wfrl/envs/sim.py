@@ -48,5 +48,17 @@ class SimBackend:
     def step(self, action: int):
         return self.sim.step(0, int(action))
 
+    def last_red_action(self):
+        """Red's action in the last step: (name, target, success) (wfrl.envs.base.RED_ACTIONS)."""
+        from wfrl.envs.base import RED_ACTIONS, RED_SUBNETS
+        from wfrl.workflow import HOSTS
+        kind, target, ok = self.sim.last_red_action(0)
+        where = "" if kind == 0 else (RED_SUBNETS[target] if kind == 1 else HOSTS[target])
+        return RED_ACTIONS[kind], where, bool(ok)
+
+    def decoys(self):
+        """Decoys in place per host (uint8[13], bit k: wfrl.features.DECOY_KINDS[k])."""
+        return self.sim.decoys(0)
+
     def close(self) -> None:
         pass

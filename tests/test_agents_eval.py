@@ -1,0 +1,147 @@
+"""`wfrl eval --cage2 --agent MODULE:FACTORY`: any Python agent with CAGE2's evaluation interface,
+defined outside wfrl (tests/agents/cage2_agents.py), scored on every backend exactly as the same
+policy scored as a checkpoint; a bad agent ends in one line, exit 2, with its finished settings
+kept; the reference columns belong to the backend's CybORG code."""
+import json
+from pathlib import Path
+
+import pytest
+
+from wfrl.cage2_eval import cage2_evaluate, format_table
+from wfrl.cli import main
+
+AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
+SHIPPED = "pretrained:critical_first"
+SHIPPED_WF = "op_server,enterprise,defender,op_host,user"   # its workflow
+
+
+def _cli(capsys, argv):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err.strip().splitlines()
+
+
+def _scores(res):
+    return [(r["red_agent"], r["steps"], r["n"], r["mean"], r["sd"], r["compliance"],
+             r["fixes_per_episode"]) for r in res["settings"]]
+
+
+@pytest.mark.parametrize("backend", ["sim", "sim:leaderboard"])
+def test_agent_scores_equal_the_checkpoint(backend, capsys):
+    common = ["eval", "--cage2", "--backend", backend, "--episodes", "6", "--json"]
+    rc, out, _ = _cli(capsys, [*common, "--checkpoint", SHIPPED])
+    assert rc == 0
+    ck = json.loads(out)
+    rc, out, _ = _cli(capsys, [*common, "--agent", f"{AGENTS}:critical_first",
+                               "--workflow", SHIPPED_WF])
+    assert rc == 0
+    ag = json.loads(out)
+    assert ag["complete"] and ag["policy"] == "agent" and len(ag["settings"]) == 9
+    assert _scores(ag) == _scores(ck)
+    assert ag["total"] == ck["total"]
+    assert any(r["mean"] < 0 for r in ag["settings"])     # the episodes were really played
+
+
+@pytest.mark.cyborg
+@pytest.mark.parametrize("backend", ["cyborg", "cyborg:leaderboard"])
+def test_agent_scores_equal_the_checkpoint_on_cyborg(backend):
+    """The same on CybORG, two settings of one episode each (CybORG is slow; the command is the
+    function called here)."""
+    kw = dict(backend=backend, episodes=1, reds=("B_lineAgent", "RedMeanderAgent"),
+              lengths=(30,), n_workers=1)
+    ck = cage2_evaluate({"all": SHIPPED}, **kw)
+    ag = cage2_evaluate(agent=f"{AGENTS}:critical_first", workflow=SHIPPED_WF, **kw)
+    assert _scores(ag) == _scores(ck) and ag["complete"]
+    assert any(r["mean"] < 0 for r in ag["settings"])
+
+
+def test_workers_and_module_form_give_the_same_scores(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(AGENTS.parent.parent))
+    monkeypatch.chdir(tmp_path)
+    one = cage2_evaluate(agent="agents.cage2_agents:restorer", episodes=5, seed=3, n_workers=1)
+    two = cage2_evaluate(agent=f"{AGENTS}:restorer", episodes=5, seed=3, n_workers=2)
+    assert _scores(one) == _scores(two)
+    other = cage2_evaluate(agent=f"{AGENTS}:restorer", episodes=5, seed=4, n_workers=1)
+    assert _scores(other) != _scores(one)
+    # no workflow given: fixes counted, compliance not measured
+    assert all(r["compliance"] is None for r in one["settings"])
+    assert one["settings"][2]["fixes_per_episode"] > 0
+
+
+def test_reference_columns_belong_to_the_backends_code():
+    installed = cage2_evaluate(agent=f"{AGENTS}:restorer", episodes=2, reds=("B_lineAgent",),
+                               lengths=(30, 100))
+    board = cage2_evaluate(agent=f"{AGENTS}:restorer", episodes=2, backend="sim:leaderboard",
+                           reds=("B_lineAgent",), lengths=(30, 100))
+    assert [r["winner"] for r in installed["settings"]] == [None, -36.84]
+    assert [r["winner"] for r in board["settings"]] == [-3.47, -13.76]
+    assert [r["best_entry"] for r in board["settings"]] == [-3.47, -11.39]
+    t_inst, t_board = format_table(installed), format_table(board)
+    assert "installed CybORG code" in t_inst and "re-run" in t_inst and "-13.76" not in t_inst
+    assert "leaderboard's CybORG code" in t_board and "-13.76" in t_board
+    assert "leaderboard winner: -54.57" not in t_board     # (a total over 2 of the 9 settings)
+
+
+BAD = {  # factory: (extra flags, what the line must say)
+    "crashing": ([], "crashed on B_lineAgent, 30 steps on sim (episode 3000000000, step 0): "
+                     "ValueError: the agent's own bug"),
+    "out_of_range": ([], "returned action 145 on B_lineAgent, 30 steps on sim"),
+    "not_int": ([], "returned 3.0 (float) on B_lineAgent, 30 steps on sim"),
+    "hanging": (["--action-timeout", "1"], "hung: no action within 1 s (--action-timeout) on "
+                                           "B_lineAgent, 30 steps on sim"),
+    "slow": (["--episode-timeout", "1"], "hung: the episode took over 1 s (--episode-timeout) "
+                                         "on B_lineAgent, 30 steps on sim"),
+    "exiting": ([], "its process died on B_lineAgent, 30 steps on sim (exit code 3)"),
+    "broken_factory": ([], "crashed building the agent: RuntimeError: cannot load my model"),
+    "no_get_action": ([], "NoGetAction has no get_action"),
+    "missing": ([], "has no callable missing"),
+}
+
+
+@pytest.mark.parametrize("factory", list(BAD))
+def test_bad_agent_one_line_exit_2(factory, capsys):
+    extra, says = BAD[factory]
+    rc, out, err = _cli(capsys, ["eval", "--cage2", "--agent", f"{AGENTS}:{factory}",
+                                 "--episodes", "2", *extra])
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"wfrl: error: agent {AGENTS}:{factory}") and says in err[0], err[0]
+    assert out == ""                                   # nothing finished, nothing printed
+
+
+@pytest.mark.parametrize("factory,extra", [("crashing", []), ("hanging", ["--action-timeout", "1"]),
+                                           ("exiting", [])])
+def test_finished_settings_are_kept(factory, extra, tmp_path, capsys, monkeypatch):
+    # 2 episodes of 30 steps and 2 of 50 pass (160 actions), then the agent fails in the third
+    monkeypatch.setenv("WFRL_TEST_FAIL_AFTER", "170")
+    out_file = tmp_path / "partial.json"
+    rc, out, err = _cli(capsys, ["eval", "--cage2", "--agent", f"{AGENTS}:{factory}",
+                                 "--episodes", "2", "--out", str(out_file), "--json", *extra])
+    assert rc == 2 and len(err) == 1
+    assert "B_lineAgent, 100 steps on sim" in err[0] and "(2 finished settings kept)" in err[0]
+    saved = json.loads(out_file.read_text())
+    assert saved == json.loads(out) and saved["complete"] is False
+    assert [(r["red_agent"], r["steps"], r["n"]) for r in saved["settings"]] == \
+        [("B_lineAgent", 30, 2), ("B_lineAgent", 50, 2)]
+    # the kept rows are the scores of those settings: the agent slept through them
+    monkeypatch.setenv("WFRL_TEST_FAIL_AFTER", "100000")
+    full = cage2_evaluate(agent=f"{AGENTS}:{factory}", episodes=2, reds=("B_lineAgent",),
+                          lengths=(30, 50))
+    assert _scores(full) == _scores(saved)
+
+
+def test_json_stays_json_when_the_agent_prints(capfd):
+    assert main(["eval", "--cage2", "--agent", f"{AGENTS}:restorer", "--episodes", "1",
+                 "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["complete"] and "a line an agent prints" in err
+
+
+def test_agent_flag_errors(capsys):
+    for argv, says in (
+            (["--agent", "no_colon"], "--agent takes MODULE:FACTORY"),
+            (["--agent", "no_such_module_xyz:f"], "importing no_such_module_xyz failed"),
+            (["--agent", f"{AGENTS}:restorer", "--checkpoint", SHIPPED], "exclude each other"),
+            (["--agent", f"{AGENTS}:restorer", "--sampling"], "--sampling applies to checkpoints"),
+            (["--agent", f"{AGENTS}:restorer", "--action-timeout", "0"], "must be positive")):
+        rc, out, err = _cli(capsys, ["eval", "--cage2", *argv])
+        assert rc == 2 and len(err) == 1 and says in err[0], (argv, err)

@@ -1,0 +1,271 @@
+"""Any Python agent on wfrl's backends, through the interface of CAGE Challenge 2's own evaluation.
+
+An agent is an object with `get_action(observation, action_space)` (and, optionally,
+`end_episode()`), built by a factory named `MODULE:FACTORY` (a module importable from the
+current directory or PYTHONPATH, or a path to a .py file, and a callable in it taking no
+arguments). As in the challenge's evaluation.py: the observation is the ChallengeWrapper's
+52-entry int64 vector, the action space is the integer 145, the action is an integer in
+[0, 145) in CybORG's order, and `end_episode()` follows every episode.
+
+Agents run in worker processes (spawned, so an agent can never take the evaluation down with it):
+one agent per worker, built once. Before every episode the process-global `random`, numpy and
+(if imported) torch generators are seeded from the episode's own seed, so a deterministic agent
+scores the same whichever worker plays which episode. The parent watches two limits through
+shared memory — the time of one get_action call and of one episode (the agent's construction
+counts as an episode) — and ends a worker that exceeds one.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import multiprocessing as mp
+import operator
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wfrl.errors import UserError
+
+ACTION_SPACE = 145
+
+
+class AgentFailed(UserError):
+    """The agent crashed, returned an invalid action or exceeded a time limit."""
+
+
+def load_factory(spec: str):
+    """The factory callable named by MODULE:FACTORY (or FILE.py:FACTORY)."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise UserError(f"--agent takes MODULE:FACTORY (got {spec!r})")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            if not path.is_file():
+                raise UserError(f"agent {spec}: no file {module_name}")
+            if str(path.parent) not in sys.path:
+                sys.path.insert(0, str(path.parent))
+            mspec = importlib.util.spec_from_file_location(f"_wfrl_agent_{path.stem}", path)
+            module = importlib.util.module_from_spec(mspec)
+            mspec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except UserError:
+        raise
+    except Exception as exc:   # noqa: BLE001 - any import failure of the user's module
+        raise UserError(f"agent {spec}: importing {module_name} failed: {_describe(exc)}") \
+            from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise UserError(f"agent {spec}: {module_name} has no callable {attr}")
+    return factory
+
+
+def make_agent(spec: str):
+    agent = _call(spec, "building the agent", load_factory(spec))
+    if not callable(getattr(agent, "get_action", None)):
+        raise AgentFailed(f"agent {spec}: {type(agent).__name__} has no get_action(observation, "
+                          "action_space)")
+    return agent
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _call(spec, where, fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:   # noqa: BLE001 - the agent's own failure, reported in one line
+        raise AgentFailed(f"agent {spec} crashed {where}: {_describe(exc)}") from None
+
+
+def check_action(spec: str, action, where: str) -> int:
+    """The agent's action as an int, or AgentFailed (CybORG's enumerated actions take anything
+    with __index__ — ints, numpy integers, 0-d integer arrays — and nothing else)."""
+    try:
+        a = operator.index(action)
+    except TypeError:
+        raise AgentFailed(f"agent {spec} returned {action!r} ({type(action).__name__}) {where}: "
+                          f"an action is an integer in [0, {ACTION_SPACE})") from None
+    if not 0 <= a < ACTION_SPACE:
+        raise AgentFailed(f"agent {spec} returned action {a} {where}: an action is an integer "
+                          f"in [0, {ACTION_SPACE})")
+    return a
+
+
+def seed_globals(seed: int) -> None:
+    """Seed the process-global generators an agent may draw from (random, numpy, torch)."""
+    import random
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed % 2**63)
+
+
+def setting_name(backend: str, red: str, steps: int) -> str:
+    return f"{red}, {steps} steps on {backend}"
+
+
+# Shared clock of a worker (doubles): when the running get_action call started (0: none), when
+# the running episode (or the agent's construction) started (0: none), and where it is.
+_ACTION_T, _EPISODE_T, _SETTING, _EPISODE, _STEP = range(5)
+
+
+def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed, workflow=None,
+                  clock=None, k=0, record=None):
+    """Play global episodes `episodes` (seeds as wfrl.rng.episode_seeds(seed, ...)) of `steps`
+    blue steps with the agent; returns (returns, fixes, compliant fixes, episode compliance)
+    arrays (compliance only with a workflow: NaN without). record(t, obs, action, reward,
+    red_access_before, red_access_after), if given, sees every step."""
+    from wfrl.rng import episode_seeds
+    from wfrl.workflow import ComplianceTracker, Workflow, fix_target
+    episodes = np.asarray(episodes, dtype=np.int64)
+    env_seeds, act_seeds = episode_seeds(seed, episodes)
+    wf = Workflow.parse(workflow) if workflow else None
+    out = np.zeros((4, len(episodes)))
+    for i, (ep, es, ac) in enumerate(zip(episodes, env_seeds, act_seeds)):
+        if clock is not None:
+            clock[_SETTING], clock[_EPISODE], clock[_STEP] = k, float(ep), 0
+            clock[_EPISODE_T] = time.monotonic()
+        seed_globals(int(ac))
+        tracker = ComplianceTracker(wf, 0.0) if wf else None
+        fixes = 0
+        backend.seed(int(es))
+        obs, access = backend.reset()
+        total = 0.0
+        for t in range(steps):
+            where = f"on {setting_name(backend_name, red, steps)} (episode {int(ep)}, step {t})"
+            if clock is not None:
+                clock[_STEP] = t
+                clock[_ACTION_T] = time.monotonic()
+            raw = _call(spec, where, agent.get_action, obs.astype(np.int64), ACTION_SPACE)
+            if clock is not None:
+                clock[_ACTION_T] = 0.0
+            a = check_action(spec, raw, where)
+            if tracker is not None:
+                tracker.step(a, access)
+            fixes += fix_target(a) >= 0
+            next_obs, reward, next_access = backend.step(a)
+            if record is not None:
+                record(t, obs, a, reward, access, next_access)
+            total += reward
+            obs, access = next_obs, next_access
+        if callable(getattr(agent, "end_episode", None)):
+            _call(spec, f"in end_episode() after episode {int(ep)} of "
+                        f"{setting_name(backend_name, red, steps)}", agent.end_episode)
+        if clock is not None:
+            clock[_EPISODE_T] = 0.0
+        out[:, i] = (total, fixes, tracker.compliant if tracker else 0,
+                     tracker.rate if tracker else np.nan)
+    return out[0], out[1].astype(np.int64), out[2].astype(np.int64), out[3]
+
+
+def _worker(spec, conn, clock):
+    """Worker process: build the agent, then play the chunks sent until None."""
+    from wfrl.envs import make_backend
+    os.dup2(2, 1)    # whatever the agent prints goes to stderr: stdout carries the table / JSON
+    try:
+        clock[_EPISODE_T] = time.monotonic()
+        agent = make_agent(spec)
+        clock[_EPISODE_T] = 0.0
+        while True:
+            msg = conn.recv()
+            if msg is None:
+                return
+            tid, (k, backend_name, red, steps, seed, first, n, workflow) = msg
+            backend = make_backend(backend_name, red, seed=seed)
+            try:
+                res = play_episodes(spec, agent, backend, backend_name, red, steps,
+                                    range(first, first + n), seed, workflow, clock, k)
+            finally:
+                backend.close()
+            conn.send(("done", tid, res))
+    except UserError as exc:
+        conn.send(("error", None, str(exc)))
+    except BaseException as exc:   # noqa: BLE001 - SystemExit and the like from the agent
+        conn.send(("error", None, f"agent {spec} stopped its process: {_describe(exc)}"))
+
+
+class _Worker:
+    def __init__(self, ctx, spec):
+        self.conn, child = ctx.Pipe()
+        self.clock = ctx.Array("d", 5, lock=False)
+        self.proc = ctx.Process(target=_worker, args=(spec, child, self.clock), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task = None
+
+    def stop(self, kill=False):
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done):
+    """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow)), …] on n_workers
+    agent processes; done(task index, result) for each finished one, in completion order.
+    describe(k) names setting k. Raises AgentFailed on the first failure (workers ended)."""
+    load_factory(spec)   # a bad MODULE:FACTORY fails here, before any process starts
+    ctx = mp.get_context("spawn")
+    workers = [_Worker(ctx, spec) for _ in range(max(1, min(n_workers, len(tasks))))]
+    queue = list(enumerate(tasks))
+    try:
+        while queue or any(w.task is not None for w in workers):
+            for w in workers:
+                if w.task is None and queue:
+                    w.task = queue.pop(0)
+                    w.conn.send((w.task[0], w.task[1][1]))
+            by_conn = {w.conn: w for w in workers}
+            by_sentinel = {w.proc.sentinel: w for w in workers}
+            ready = mp.connection.wait(list(by_conn) + list(by_sentinel), timeout=0.2)
+            for r in ready:
+                w = by_conn.get(r) or by_sentinel[r]
+                msg = None
+                if w.conn.poll():
+                    try:
+                        msg = w.conn.recv()
+                    except (EOFError, OSError):   # the process is gone: reported below
+                        w.proc.join(5)
+                if msg is not None:
+                    kind, tid, payload = msg
+                    if kind == "error":
+                        raise AgentFailed(payload)
+                    done(tid, payload)
+                    w.task = None
+                elif not w.proc.is_alive():
+                    where = f" on {describe(w.task[1][0])}" if w.task else ""
+                    raise AgentFailed(f"agent {spec}: its process died{where} (exit code "
+                                      f"{w.proc.exitcode})")
+            now = time.monotonic()
+            for w in workers:
+                c = w.clock
+                where = (f"on {describe(int(c[_SETTING]))} (episode {int(c[_EPISODE])}, step "
+                         f"{int(c[_STEP])})") if w.task else "while being built"
+                if c[_ACTION_T] and now - c[_ACTION_T] > action_timeout:
+                    raise AgentFailed(f"agent {spec} hung: no action within {action_timeout:g} s "
+                                      f"(--action-timeout) {where}")
+                if c[_EPISODE_T] and now - c[_EPISODE_T] > episode_timeout:
+                    raise AgentFailed(f"agent {spec} hung: the episode took over "
+                                      f"{episode_timeout:g} s (--episode-timeout) {where}")
+    except BaseException:
+        for w in workers:
+            w.stop(kill=True)
+        raise
+    for w in workers:
+        w.stop()

@@ -10,13 +10,14 @@ import sys
 
 import pytest
 
-from wfrl import config
+from wfrl import config, config_tools
 from wfrl.cli import build_parser
 from wfrl.errors import UserError
 
 CONFIGS = [config.PPOConfig, config.TrainConfig, config.SearchConfig, config.ExhaustiveConfig,
-           config.EvalConfig, config.Cage2EvalConfig, config.ParityConfig,
-           config.BenchCollectorsConfig, config.BenchSearchConfig]
+           config.EvalConfig, config.Cage2EvalConfig, config_tools.ParityConfig,
+           config_tools.BenchCollectorsConfig, config_tools.BenchSearchConfig,
+           config_tools.BenchTrainConfig]
 
 
 
@@ -45,7 +46,7 @@ def test_every_field_has_help_and_a_flag(cls):
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
 def test_validate_changes_nothing(cls):
     kw = {"checkpoint": "x.pt"} if cls in (config.EvalConfig, config.Cage2EvalConfig) else {}
-    if cls is config.BenchSearchConfig:
+    if cls is config_tools.BenchSearchConfig:
         kw = {"planted": True}
     cfg = cls(**kw)
     before = copy.deepcopy(cfg)

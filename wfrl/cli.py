@@ -149,7 +149,7 @@ def _add_eval(sub):
 
 
 def _add_parity(sub):
-    from wfrl.config import ParityConfig
+    from wfrl.config_tools import ParityConfig
     p = sub.add_parser("parity", help="compare the compiled simulator with the real CybORG")
     _add_settings(p, (ParityConfig,))
     p.add_argument("--json", action="store_true",
@@ -157,7 +157,7 @@ def _add_parity(sub):
 
 
 def _add_bench(sub):
-    from wfrl.config import BenchCollectorsConfig, BenchSearchConfig, BenchTrainConfig
+    from wfrl.config_tools import BenchCollectorsConfig, BenchSearchConfig, BenchTrainConfig
     p = sub.add_parser("bench", help="measure wfrl's throughput")
     what = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
     c = what.add_parser("collectors", help="every collector on the same workload, with the bare "
@@ -371,7 +371,7 @@ def _cmd_eval(a) -> int:
 
 
 def _cmd_parity(a) -> int:
-    from wfrl.config import ParityConfig
+    from wfrl.config_tools import ParityConfig
     cfg = ParityConfig(**_given(a, _names(ParityConfig))).validate()
     from wfrl.parity import parity
     res = parity(cfg.red_agent, cfg.blue, cfg.episodes,
@@ -391,7 +391,7 @@ def _cmd_parity(a) -> int:
 
 
 def _cmd_bench_search(a) -> int:
-    from wfrl.config import BenchSearchConfig
+    from wfrl.config_tools import BenchSearchConfig
     cfg = BenchSearchConfig(**_given(a, _names(BenchSearchConfig))).validate()
     from wfrl.search.planted import format_planted, run_planted
     res = run_planted(range(cfg.instances), range(cfg.seeds),
@@ -407,7 +407,7 @@ def _cmd_bench_search(a) -> int:
 
 
 def _cmd_bench_train(a) -> int:
-    from wfrl.config import BenchTrainConfig
+    from wfrl.config_tools import BenchTrainConfig
     cfg = BenchTrainConfig(**_given(a, _names(BenchTrainConfig))).validate()
     from wfrl.benchmarks import bench_train
     say = None if a.json else (lambda line: print(line, flush=True))
@@ -423,7 +423,7 @@ def _cmd_bench(a) -> int:
         return _cmd_bench_search(a)
     if a.what == "train":
         return _cmd_bench_train(a)
-    from wfrl.config import BenchCollectorsConfig
+    from wfrl.config_tools import BenchCollectorsConfig
     cfg = BenchCollectorsConfig(**_given(a, _names(BenchCollectorsConfig))).validate()
     from wfrl.benchmarks import bench_collectors
     from wfrl.envs import make_backend

@@ -3,7 +3,7 @@ search) for each seed on one backend (skipping seeds already finished), then rea
 recommendation and posterior against the truth's mean-of-reds table and its analysis.
 
     python bench/data/workflow_truth/score_searches.py --truth RUNS/truth_sim --backend sim \
-        --seeds 0-9 --out RUNS/searches_sim --json bench/data/workflow_truth/searches_sim.json
+        --seeds 0-9 --out RUNS/searches_sim --json SCORES.json
 
 Per search: the recommendation's rank in the truth (1 = the highest mean reward over the truth's
 runs), whether it is in the truth's top 5 or not distinguishable from the truth's best at 95 %

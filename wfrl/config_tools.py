@@ -1,0 +1,97 @@
+"""Settings of the tool commands: `wfrl parity` (the simulator against the real CybORG) and
+`wfrl bench` (collector throughput, training time, search quality). Declared like every other
+setting (wfrl.config: a dataclass field, its default, its check and its help text)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wfrl.config import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR, Settings,
+                         _backend, _collector, _red_agent, flag_name, positive, seed_range,
+                         setting)
+from wfrl.errors import UserError
+
+
+def _parity_red(name, value):
+    from wfrl.envs.base import check_red_agent
+    check_red_agent(value, allow_mixed=False)
+
+
+def _blue_policy(name, value):
+    from wfrl.parity import check_blue_policy
+    check_blue_policy(value)
+
+
+def _at_least_two(name, value):
+    if value < 2:
+        raise UserError(f"{flag_name(name)} must be at least 2 (got {value})")
+
+
+@dataclass
+class ParityConfig(Settings):
+    """The simulator against the real CybORG under a built-in blue policy (`wfrl parity`)."""
+    red_agent: str = setting("B_lineAgent", check=_parity_red,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent")
+    """Red attacker."""
+    blue: str = setting("sleep", check=_blue_policy,
+                        metavar="sleep|random|react-restore|react-remove|decoy")
+    """Built-in blue policy played on both backends."""
+    episodes: int = setting(300, check=_at_least_two)
+    """CybORG episodes."""
+    sim_episodes: int | None = setting(None, check=_at_least_two)
+    """Simulator episodes (default: max(episodes, 3000))."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the episodes."""
+
+
+@dataclass
+class BenchCollectorsConfig(Settings):
+    """Every collector on the same workload (`wfrl bench collectors`)."""
+    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    """Environment backend."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent,
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+    """Red attacker."""
+    n_workers: int = setting(2, check=positive)
+    """Workers of the parallel collectors."""
+    episodes: int | None = setting(None, check=positive)
+    """Episodes per collector (default: 2000 on sim, 40 on cyborg)."""
+
+
+@dataclass
+class BenchTrainConfig(Settings):
+    """Where a training run's time goes (`wfrl bench train`), on the simulator."""
+    collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
+    """Collector (auto: the one `wfrl train` picks on this machine)."""
+    n_workers: int = setting(2, check=positive)
+    """Workers of the parallel collectors."""
+    red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
+    """Red attacker."""
+    episodes_per_update: int = setting(50, check=positive)
+    """Episodes per batch (the search's default)."""
+    batches: int = setting(12, check=positive)
+    """Batches timed for the collect-only and update-only rates."""
+    e2e_episodes: int = setting(2000, check=positive)
+    """Episodes of each end-to-end training run."""
+    repeats: int = setting(3, check=positive)
+    """End-to-end runs with and without overlap (alternated)."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of the learner and the episodes."""
+
+
+@dataclass
+class BenchSearchConfig(Settings):
+    """Search quality on planted ground truths (`wfrl bench search --planted`)."""
+    planted: bool = False
+    """Synthetic objectives over the 120 workflows (pairwise-order and position effects,
+    feasibility by order constraints, noisy visits)."""
+    instances: int = setting(5, check=positive)
+    """Random problem instances."""
+    seeds: int = setting(20, check=positive)
+    """Optimizer runs per instance and acquisition."""
+    out: str | None = None
+    """Also write every run's record to this JSON file."""
+
+    def _check_together(self) -> None:
+        if not self.planted:
+            raise UserError("wfrl bench search needs --planted (the real-data quality benchmark "
+                            "is bench/test_bench_search.py)")

@@ -23,25 +23,37 @@ RECIPE = ["--red-agent", "mixed", "--total-episodes", "60000", "--min-episodes",
 COLUMNS = ["Workflow", "Workflow_ID", "Seed", "Red", "Reward", "Reward_SE", "Compliance"]
 
 
-def sample(truth: Path, n_followable: int = 18, n_unfollowable: int = 6) -> list[int]:
-    """Best, middle and worst thirds of each feasibility class of the conditioned table (the mean
-    over B_line and Meander of each workflow's reward and compliance), a third of each class's
-    share from each."""
-    from wfrl.search.truth import matrices
+def sample(truth: Path, per_class: int = 12) -> list[int]:
+    """The best, middle and worst thirds of each class of the conditioned table (ranked by the
+    mean over B_line and Meander of each workflow's reward), `per_class` from each. The classes
+    are the followable and unfollowable workflows (mean compliance ≥ 0.95 or not); where every
+    workflow is followable, the two sides of the relation that moves compliance most (at the
+    recipe's strength: enterprise before user or after it)."""
+    import itertools
+
+    from wfrl.search.effects import before_matrix, relation_effects
+    from wfrl.search.truth import MEAN_OF_REDS, matrices
+    from wfrl.workflow import UNIT_TYPES
     seeds = sorted(p for p in truth.glob("seed*") if (p / "truth.csv").exists())
-    r = [matrices(seeds, red) for red in ("B_lineAgent", "RedMeanderAgent")]
-    reward = (r[0][0].mean(axis=0) + r[1][0].mean(axis=0)) / 2
-    comp = (r[0][1].mean(axis=0) + r[1][1].mean(axis=0)) / 2
+    rewards, compliance = matrices(seeds, MEAN_OF_REDS)
+    reward, comp = rewards.mean(axis=0), compliance.mean(axis=0)
+    classes = [comp >= 0.95, comp < 0.95]
+    if not classes[1].any():
+        top = relation_effects(compliance)[0]["relation"].split(" before ")
+        k = list(itertools.combinations(UNIT_TYPES, 2)).index(tuple(sorted(
+            top, key=UNIT_TYPES.index)))
+        classes = [before_matrix()[k], ~before_matrix()[k]]
     picked = []
-    for mask, k in ((comp >= 0.95, n_followable), (comp < 0.95, n_unfollowable)):
+    for mask in classes:
         ids = np.flatnonzero(mask)
         ids = ids[np.argsort(-reward[ids], kind="stable")]
-        if len(ids) <= k:
+        if len(ids) <= per_class:
             picked += ids.tolist()
             continue
-        third = k // 3
+        third = per_class // 3
         mid = len(ids) // 2 - third // 2
-        chosen = list(ids[:third]) + list(ids[mid:mid + third]) + list(ids[-(k - 2 * third):])
+        chosen = list(ids[:third]) + list(ids[mid:mid + third]) + \
+            list(ids[-(per_class - 2 * third):])
         picked += [int(i) for i in chosen]
     return sorted(set(picked))
 

@@ -83,9 +83,9 @@ def test_c_forward_is_the_in_order_sum_bit_for_bit(hidden):
 
 
 def test_c_forward_rejects_bad_weights():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="weights must have 27794 floats for hidden=64"):
         mlp_forward(np.zeros(10, np.float32), 64, np.zeros((1, 77), np.float32))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="weights must have 27794 floats for hidden=64"):
         make_policy(np.zeros(10, np.float32), 64, Workflow.parse("balanced"), 1.0)
 
 

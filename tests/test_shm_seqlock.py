@@ -40,9 +40,9 @@ def test_compiled_and_reference_boards_agree_step_by_step():
 def test_compiled_board_rejects_mismatched_shapes():
     with SharedArrays(weights_spec(4)) as s:
         board = WeightsBoard(s.arrays)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="dst and src differ in length"):
             board.publish(np.zeros(5, np.float32), 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="src and out differ in length"):
             board.read_into(np.zeros(3, np.float32))
 
 

@@ -35,7 +35,7 @@ def test_check_env_and_truncation():
         obs, r, term, trunc, info = env.step(env.action_space.sample())
         assert obs.dtype == np.float32 and not term and trunc == (t == 99)
         assert set(np.unique(obs)) <= {0.0, 1.0} and -15.8 <= r <= 0
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"step\(\) after the episode was truncated; call reset\(\)"):
         env.step(0)
 
 
@@ -166,12 +166,13 @@ def test_batched_step_equals_single_env_steps():
 
 def test_bad_arguments_are_rejected():
     sim = Cage2Sim(2, "B_lineAgent")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"action 145 outside \[0, 145\)"):
         sim.step(0, 145)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=r"env 2 outside \[0, 2\)"):
         sim.step(2, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown red agent 'EvilAgent'"):
         Cage2Sim(1, "EvilAgent")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"step_batch: arrays must have n rows \(obs \[n, 52\], "
+                                         r"red_access \[n, 13\]\)"):
         sim.step_batch(np.zeros(3, np.int32), np.zeros((2, 52), np.float32), np.zeros(2, np.float32),
                        np.zeros(2, np.uint8), np.zeros((2, 13), np.uint8))

@@ -117,27 +117,6 @@ def test_meander_vs_sleep_mean():
     assert abs(np.mean(returns) - (-977.2)) < 4 * np.hypot(2.2, np.std(returns) / np.sqrt(2000))
 
 
-def test_restore_and_remove_effects_on_observation():
-    """Restore → compromised No; Remove → Unknown when it was not No (docs/simulator.md, observation)."""
-    be = envs.make_backend("sim", "B_lineAgent", 3)
-    obs, _ = be.reset()
-    seen_user = False
-    for t in range(40):
-        obs, r, ra = be.step(0)
-        comp = obs.reshape(13, 4)[:, 2:]
-        hosts = np.flatnonzero(comp.any(axis=1))
-        if len(hosts):
-            h = int(hosts[0])
-            seen_user = True
-            obs, r, ra = be.step(15 + h)  # Remove
-            assert obs.reshape(13, 4)[h, 2:].tolist() in ([1, 0], [0, 1], [1, 1])
-            obs, r, ra = be.step(132 + h)  # Restore
-            assert obs.reshape(13, 4)[h, 2:].tolist() in ([0, 0], [0, 1], [1, 1])
-            assert r <= -1.0
-            break
-    assert seen_user
-
-
 def test_batched_step_equals_single_env_steps():
     n = 64
     rng = np.random.default_rng(1)

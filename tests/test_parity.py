@@ -130,7 +130,7 @@ PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in REDS for p 
 # SE_MARGIN standard errors of the recorded reference's mean. With the reference's SE as the unit
 # (the simulator's 10,000 episodes add little to the difference's SE), TOST at α = 0.05 passes
 # when |difference| < (5 − 1.645) SE: an unbiased simulator fails a pair with probability
-# ≈ 8e-4 (two-sided normal tail at 3.35), ≈ 2 % over the suite's pairs, and the sample is fixed
+# ≈ 8e-4 (two-sided normal tail at 3.35), ≈ 1 % over the suite's 14 pairs, and the sample is fixed
 # (seeded) so a pass is a pass every run; a bias of 5 SE (5.5 points for B_line/sleep) fails.
 SE_MARGIN = 5.0
 

@@ -2,15 +2,16 @@
 
 Problems with a known answer are generated here, four kinds of structure over the 120 workflows
 (five seeded instances each, so 20 runs per acquisition):
-- "pairs": the reward is a sum of pairwise-order effects ("a before b is worth δ"), a few strong;
-- "position": one unit type's position carries most of the reward (the earlier the better) and
-  one order relation makes workflows infeasible;
-- "mallows": the reward falls with the Kendall distance to a hidden best workflow, and one
-  order relation makes workflows infeasible;
-- "shifted": pairwise effects plus a free effect per (type, position), two forbidden relations.
+- "pairs": the reward is a sum of pairwise-order effects ("a before b is worth δ"), three strong,
+  and two order relations make workflows infeasible;
+- "position": one unit type's position carries most of the reward (the earlier the better), weak
+  pairwise effects break the ties, one order relation makes workflows infeasible;
+- "shifted": pairwise effects plus a free effect per (type, position), two forbidden relations;
+- "benchmark": the search benchmark's own generator (wfrl.search.planted.planted_instance, the
+  problems of docs/search.md's planted table), instances 0-4.
 Rewards are scaled so the best feasible workflow is 3-10 above the feasible median (like the
-exhaustive tables); a visit observes reward + N(0, se²) with se 1-3, and compliance 0.975-0.985
-on feasible workflows and 0.89-0.93 on the others (θ = 0.95), + N(0, 0.015²).
+exhaustive tables); a visit observes reward + N(0, se²) with se 0.5-2 (1-3 for "benchmark"), and
+compliance 0.975-0.985 on feasible workflows and 0.89-0.93 on the others (θ = 0.95), + N(0, 0.015²).
 
 Each run asks and tells 15 times (K = 15) and is scored on what the optimizer reports then
 (recommend()): its rank among feasible workflows by true reward (1 = best; no report = last) and
@@ -23,11 +24,12 @@ import numpy as np
 
 from wfrl.search.gp import ALL_EMBEDDED, N_WORKFLOWS, PAIRS
 from wfrl.search.optimizer import WorkflowOptimizer
+from wfrl.search.planted import planted_instance
 from wfrl.workflow import ALL_WORKFLOWS, N_TYPES
 
 K = 15
 THETA = 0.95
-KINDS = ("pairs", "position", "mallows", "shifted")
+KINDS = ("pairs", "position", "shifted", "benchmark")
 INSTANCES = range(5)
 POS = np.array([[order.index(t) for t in range(N_TYPES)] for order in ALL_WORKFLOWS])
 MIN_TOP5_OR_2SE = 0.8
@@ -53,18 +55,17 @@ def _forbid(rng, k):
 
 def planted(kind, i):
     """(true reward, feasible, noise se, true compliance) of instance i of a kind."""
+    if kind == "benchmark":
+        inst = planted_instance(i)
+        return inst.reward, inst.feasible, inst.noise_se, inst.compliance
     rng = np.random.default_rng([KINDS.index(kind), i, 0x7E57])
     if kind == "pairs":
         a = rng.normal(0, 0.3, len(PAIRS))
         a[rng.choice(len(PAIRS), 3, replace=False)] = rng.normal(0, 1.5, 3)
-        raw, forbidden = ALL_EMBEDDED @ a, []
+        raw, forbidden = ALL_EMBEDDED @ a, _forbid(rng, 2)
     elif kind == "position":
         t = int(rng.integers(N_TYPES))
-        raw = -POS[:, t] + rng.normal(0, 0.15, N_WORKFLOWS)
-        forbidden = _forbid(rng, 1)
-    elif kind == "mallows":
-        star = int(rng.integers(N_WORKFLOWS))
-        raw = -(ALL_EMBEDDED != ALL_EMBEDDED[star]).sum(axis=1) + rng.normal(0, 0.2, N_WORKFLOWS)
+        raw = -POS[:, t] + ALL_EMBEDDED @ rng.normal(0, 0.3, len(PAIRS))
         forbidden = _forbid(rng, 1)
     else:
         b = rng.normal(0, 0.6, (N_TYPES, N_TYPES))
@@ -75,7 +76,7 @@ def planted(kind, i):
     reward = (raw - np.median(f)) * rng.uniform(3, 10) / (f.max() - np.median(f)) - 20.0
     compliance = np.where(feasible, rng.uniform(0.975, 0.985, N_WORKFLOWS),
                           rng.uniform(0.89, 0.93, N_WORKFLOWS))
-    return reward, feasible, float(rng.uniform(1, 3)), compliance
+    return reward, feasible, float(rng.uniform(0.5, 2.0)), compliance
 
 
 def search(problem, seed, acquisition=None):

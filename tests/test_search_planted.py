@@ -19,6 +19,13 @@ whether that is in the top 5 or within 2 noise standard errors of the best. The 
 tests that can fail): the default acquisition's median rank below random search's and top-5-or-
 2-SE in at least 80 % of runs. The check is applied a second time with random search passed off
 as the default (a second set of random runs, other seeds): it must fail, so the test can.
+
+Measured: the default's median rank 3.5 and 90 % top-5-or-2-SE; random search's 8.0 and 45 %,
+with the other seeds 5.5 and 65 %. Kinds whose best workflows form wide plateaus (the position of
+one type alone, the Kendall distance to one hidden best) were tried and left out: on them random
+search met the same targets (median rank 7, 90 % in one set of 20 runs), so the targets could not
+tell it from the default. The test costs about 80 s of one core, nearly all of it the default
+searches' GP fits.
 """
 import numpy as np
 

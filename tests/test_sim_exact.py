@@ -111,11 +111,13 @@ def test_impact_stops_the_ot_service_until_a_restore_and_never_again(code):
         assert ep[first][2][H["Op_Server0"]] == 2, seed
         assert not any(ot[first:]), seed
         assert ot[:first] == [True] * first
-        ep2 = run(code, "B_lineAgent", seed, [SLEEP] * (first - 1) + [RESTORE + H["Op_Server0"]]
-                  + [SLEEP] * (100 - first))
-        assert same(ep[:first], ep2[:first]), seed        # the same episode up to the Restore
-        assert all(x[3] for x in ep2), seed
-        assert any(x[2][H["Op_Server0"]] == 2 for x in ep2[first + 1:]), seed   # re-taken
+        # ep[k] is the state after action k - 1: the service went down in action first - 1's
+        # step; Restore it in the next one
+        ep2 = run(code, "B_lineAgent", seed, [SLEEP] * first + [RESTORE + H["Op_Server0"]]
+                  + [SLEEP] * (99 - first))
+        assert same(ep[:first + 1], ep2[:first + 1]), seed   # the same episode up to the Restore
+        assert not ep2[first][3] and all(x[3] for x in ep2[first + 1:]), seed
+        assert any(x[2][H["Op_Server0"]] == 2 for x in ep2[first + 2:]), seed   # re-taken
         ep3 = run(code, "B_lineAgent", seed, [RESTORE + H["Op_Server0"]] + [SLEEP] * 99)
         assert all(x[3] for x in ep3), seed
     assert min(downs) == 15          # step index 14 of the actions, after the reset row

@@ -7,8 +7,12 @@ Three figures, measured in one run (one core each: the calls below are single-th
   * simulator, single env: one env stepped in the C loop (no Python between steps), and, for
     reference, the same through the Python per-step call;
   * simulator, batched: Cage2Sim.step_batch over 4096 envs.
-test_speed_targets interleaves them and fails below 2,000× (single env) or 1,000,000 env-steps/s
-(batched).
+Recorded only (machine-dependent): the three timings and the batched env-steps/s.
+Asserted (a ratio of two things timed interleaved on one core, so machine-independent):
+test_speed_targets fails below 2,000× CybORG for the single env (the issue's target; the
+figure measures ≈ 24,000×, docs/benchmarks.md, so the margin is an order of magnitude: the test
+catches a simulator that lost its compiled loop, not a few per cent). The same ratio, with the
+tolerance of a regression check, is a figure of bench/compare.py's baseline.
 """
 import random
 import time
@@ -117,4 +121,3 @@ def test_speed_targets(benchmark):
     print(f"\nCybORG {med['cyborg'] * 1e6:.0f} us/step; sim single env {med['single'] * 1e9:.0f} "
           f"ns/step ({speedup:,.0f}x); sim batched {batched_rate:,.0f} env-steps/s")
     assert speedup >= 2000
-    assert batched_rate >= 1_000_000

@@ -9,8 +9,12 @@
     .venv/bin/python -m pytest bench/test_bench_vec.py -s --benchmark-columns=median,mean,rounds
 
 Actions are drawn beforehand (a table per size), so the figures are the env's cost alone.
-test_vec_targets interleaves everything round by round (machine speed drifts) and fails below
-5 M env-steps/s at 1,024 and 4,096 envs, or below 2,000x CybORG for the single env.
+Recorded only (machine-dependent): every env-steps/s figure. Asserted (ratios of things timed
+interleaved on one core): test_vec_targets fails below 2,000x CybORG for the single env (the
+margin: see bench/test_bench_sim.py) or when the vector env at 1,024 and 4,096 envs keeps less
+than half of Cage2Sim.step_batch's rate (it keeps 0.8-0.9 on the development machine: a
+per-step Python cost the size of the compiled step would halve it). bench/compare.py's baseline
+holds the same two ratios and the vector env per core against the single env.
 """
 import random
 import time
@@ -25,7 +29,7 @@ from wfrl._core import Cage2Sim
 SIZES = (1, 64, 1024, 4096)
 STEPS = 100          # calls per round of the vector env
 SINGLE_EPISODES = 20  # episodes per round of the single env
-MIN_VEC_RATE = 5_000_000
+MIN_VEC_SHARE_OF_C = 0.5
 MIN_SINGLE_SPEEDUP = 2000
 
 
@@ -170,4 +174,5 @@ def test_vec_targets(benchmark):
     print(f"Cage2Sim.step_batch alone, 4096 envs: {rate['step_batch4096'] / 1e6:.2f} M env-steps/s")
     assert speedup >= MIN_SINGLE_SPEEDUP
     for n in (1024, 4096):
-        assert rate[f"vec{n}"] >= MIN_VEC_RATE, f"{n} envs: {rate[f'vec{n}']:,.0f} env-steps/s"
+        share = rate[f"vec{n}"] / rate["step_batch4096"]
+        assert share >= MIN_VEC_SHARE_OF_C, f"{n} envs: {share:.2f} of step_batch's rate"

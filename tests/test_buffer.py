@@ -49,9 +49,9 @@ def test_full_row_and_bad_row_raise():
         assert buf.push(1, obs, 0, 0.0, 0.0, 0.0, False, ra) == t
     with pytest.raises(IndexError, match="full"):
         buf.push(1, obs, 0, 0.0, 0.0, 0.0, False, ra)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=r"row 2 outside \[0, 2\)"):
         buf.push(2, obs, 0, 0.0, 0.0, 0.0, False, ra)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="push: obs or red_access has the wrong length"):
         buf.push(0, np.zeros(51, np.float32), 0, 0.0, 0.0, 0.0, False, ra)
 
 
@@ -62,7 +62,7 @@ def test_buffer_rejects_mismatched_arrays():
         compiled_buffer(arrays)
     arrays = allocate_trajectory(2, 3)
     arrays["actions"] = arrays["actions"].astype(np.int64)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Buffer dtype mismatch, expected 'int32_t'"):
         compiled_buffer(arrays)
 
 

@@ -118,7 +118,7 @@ def test_killed_worker_yields_complete_correct_batch(name):
 
 
 def test_shared_arrays_unlinked_on_close_and_exception():
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="boom"):
         with SharedArrays({"x": ((4,), np.float32)}) as s:
             name = s.name
             assert os.path.exists(f"/dev/shm/{name}")

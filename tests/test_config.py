@@ -61,13 +61,15 @@ def test_validate_changes_nothing(cls):
     ("alignment_lambda", math.nan, "--alignment-lambda must be a finite number"),
     ("compliance_threshold", 1.5, "--compliance-threshold must lie in [0, 1]"),
     ("total_episodes", 0, "--total-episodes must be positive"),
-    ("collector", "threads", "unknown"),
-    ("red_agent", "Blue", "unknown red agent"),
-    ("workflow", "user,user,op_host,enterprise,defender", ""),
-    ("total_episodes", 10.5, "--total-episodes must be int"),
+    ("collector", "threads", "unknown collector 'threads' (choose from sequential, sync, async, ray)"),
+    ("red_agent", "Blue", "unknown red agent 'Blue' (choose from B_lineAgent, RedMeanderAgent, "
+                          "SleepAgent, mixed)"),
+    ("workflow", "user,user,op_host,enterprise,defender",
+     "unit type 'user' appears more than once in the workflow"),
+    ("total_episodes", 10.5, "--total-episodes must be int (got 10.5)"),
 ])
 def test_each_field_is_checked_where_declared(field, value, fragment):
-    with pytest.raises(UserError, match=None) as err:
+    with pytest.raises(UserError) as err:
         dataclasses.replace(config.TrainConfig(), **{field: value}).validate()
     assert fragment in str(err.value)
 

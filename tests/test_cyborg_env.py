@@ -54,7 +54,7 @@ def test_truncation_at_100_and_reward_range():
         assert -15.0 <= r <= 0.0  # worst case: OT down (-10), every priv host, a restore
         total += r
     assert total < 0
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"step\(\) after the episode was truncated; call reset\(\)"):
         env.step(0)
 
 

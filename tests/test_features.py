@@ -237,7 +237,7 @@ def test_memory_rows_equals_its_python_twin_on_recorded_buffers():
                 assert len(g) == a["lengths"].sum()
                 np.testing.assert_array_equal(g, w)
     assert len(np.unique(a["actions"][0][:100])) > 5      # the episodes really vary
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="memory_rows: action 145 out of range"):
         bad = a["actions"].copy()
         bad[0, 0] = 145
         memory_rows(a["obs"], bad, a["lengths"])

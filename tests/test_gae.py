@@ -66,6 +66,6 @@ def test_gae_binding_rejects_bad_shapes():
     with pytest.raises(ValueError, match="lengths"):
         _core.gae(z, z, np.zeros((2, 3), np.uint8), np.array([1, 4], np.int32),
                   np.zeros(2, np.float32), 0.9, 0.9, z.copy(), z.copy())
-    with pytest.raises(ValueError):  # wrong dtype never reaches C
+    with pytest.raises(ValueError, match="Buffer dtype mismatch, expected 'const float'"):  # wrong dtype never reaches C
         _core.gae(z.astype(np.float64), z, np.zeros((2, 3), np.uint8), np.zeros(2, np.int32),
                   np.zeros(2, np.float32), 0.9, 0.9, z.copy(), z.copy())

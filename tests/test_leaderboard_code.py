@@ -21,7 +21,8 @@ def test_backend_names():
     assert [backend_engine(b) for b in BACKENDS] == ["sim", "cyborg", "sim", "cyborg"]
     assert [is_leaderboard(b) for b in BACKENDS] == [False, False, True, True]
     for bad in ("sim:", "leaderboard", "cyborg:2022", "sim:leaderboard:leaderboard"):
-        with pytest.raises(UserError):
+        with pytest.raises(UserError, match=f"unknown backend '{bad}' \\(choose from sim, cyborg, "
+                                            "sim:leaderboard, cyborg:leaderboard\\)"):
             backend_engine(bad)
 
 

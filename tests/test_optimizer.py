@@ -52,17 +52,23 @@ def test_bad_state_is_one_clear_error(bad):
         WorkflowOptimizer.from_state(bad)
 
 
-@pytest.mark.parametrize("kw", [dict(acquisition="nope"), dict(theta=1.5)])
-def test_bad_settings_are_refused(kw):
-    with pytest.raises(UserError):
+@pytest.mark.parametrize("kw,message", [
+    (dict(acquisition="nope"), r"unknown acquisition 'nope' \(choose from constrained, ucb, random, "
+                               r"original\)"),
+    (dict(theta=1.5), r"θ must lie in \[0, 1\] \(got 1.5\)")])
+def test_bad_settings_are_refused(kw, message):
+    with pytest.raises(UserError, match=message):
         WorkflowOptimizer(**kw)
 
 
 def test_tell_refuses_bad_numbers():
     opt = WorkflowOptimizer()
-    for args in [(3, float("nan"), 1.0, 0.9), (3, -1.0, -1.0, 0.9), (3, -1.0, 1.0, 1.2),
-                 ("no,such", -1.0, 1.0, 0.9)]:
-        with pytest.raises(UserError):
+    for args, message in [
+            ((3, float("nan"), 1.0, 0.9), r"reward must be finite \(got nan\)"),
+            ((3, -1.0, -1.0, 0.9), r"reward_se must be a finite non-negative number \(got -1.0\)"),
+            ((3, -1.0, 1.0, 1.2), r"compliance must lie in \[0, 1\] \(got 1.2\)"),
+            (("no,such", -1.0, 1.0, 0.9), "unknown unit type 'no' in workflow")]:
+        with pytest.raises(UserError, match=message):
             opt.tell(*args)
     assert opt.history == []
 

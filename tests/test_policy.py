@@ -30,7 +30,7 @@ def test_flat_weights_round_trip():
     b.load_flat_weights(a.flat_weights())
     for pa, pb in zip(a.parameters(), b.parameters()):
         assert torch.equal(pa, pb)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"flat weights of length \(10,\) do not fit hidden=16, input 77"):
         b.load_flat_weights(np.zeros(10, np.float32))
 
 

@@ -83,9 +83,9 @@ def test_c_forward_is_the_in_order_sum_bit_for_bit(hidden):
 
 
 def test_c_forward_rejects_bad_weights():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="weights must have 27794 floats for hidden=64"):
         mlp_forward(np.zeros(10, np.float32), 64, np.zeros((1, 77), np.float32))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="weights must have 27794 floats for hidden=64"):
         make_policy(np.zeros(10, np.float32), 64, Workflow.parse("balanced"), 1.0)
 
 
@@ -108,16 +108,6 @@ def test_c_compliance_equals_reference():
             assert (actor.fixes, actor.compliant) == (ref.fixes, ref.compliant)
             assert actor.compliance == pytest.approx(ref.rate)
             assert actor.finish() == pytest.approx(ref.finish())
-
-
-def test_python_xoshiro_matches_c_stream():
-    # The greedy=False actor draws one uniform per step from xoshiro(act_seed); the reference
-    # sampling with the Python generator picks the same actions (checked over whole episodes
-    # below); here the generator itself: known first outputs of splitmix-seeded xoshiro256**.
-    g = Xoshiro256(0)
-    first = [g.next() for _ in range(3)]
-    assert len(set(first)) == 3 and all(0 <= v < 2**64 for v in first)
-    assert 0 <= Xoshiro256(5).uniform() < 1 and Xoshiro256(5).below(7) < 7
 
 
 def _compare_rollouts(backend_name, red, episodes, greedy=False):

@@ -109,7 +109,7 @@ def test_check_workers_fit_refuses_what_cannot_fit():
         check_workers_fit("async", "sim", 500, available=24 * 1024)
     check_workers_fit("sequential", "cyborg", 500, available=1)       # no workers
     check_workers_fit("ray", "cyborg", 500, "127.0.0.1:6379", available=1)  # on the cluster
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=r"--n-workers 500: 500 cyborg workers \(ray\) need about "):
         check_workers_fit("ray", "cyborg", 500, available=24 * 1024)     # private instance: here
     assert available_mb() > 0
     assert set(WORKER_MB) >= {(b, c) for b in ("sim", "cyborg") for c in ("sync", "async", "ray")}

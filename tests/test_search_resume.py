@@ -128,10 +128,15 @@ def test_resume_at_the_end_of_a_partial_pretraining_update(tmp_path, monkeypatch
     assert summary["episodes_used"] == ref["episodes_used"] == 400
     assert comparable(read_csv(out / "training_log.csv")) == \
         comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    assert read_csv(out / "gp_sampling_log.csv") == \
+        read_csv(tmp_path / "ref" / "gp_sampling_log.csv")
+    assert summary["top"] == ref["top"]
 
 
 @pytest.mark.slow
 def test_killed_after_summary_before_final_commit_is_resumable(tmp_path, monkeypatch):
+    """Killed after the summary was written but before the final commit: the resumed run's logs
+    and summary equal an uninterrupted twin's (same settings, seed), row for row."""
     real = WorkflowSearch._commit
 
     def dying_commit(self, learner):
@@ -145,8 +150,14 @@ def test_killed_after_summary_before_final_commit_is_resumable(tmp_path, monkeyp
         search(search_cfg(out, total_episodes=300), progress=quiet)
     monkeypatch.setattr(WorkflowSearch, "_commit", real)
     summary = search(resume_cfg(out), resume=True, progress=quiet)
-    assert summary["episodes_used"] == 300
+    ref = search(search_cfg(tmp_path / "ref", total_episodes=300), progress=quiet)
+    assert summary["episodes_used"] == ref["episodes_used"] == 300
     assert json.loads((out / "summary.json").read_text())["episodes_used"] == 300
+    assert comparable(read_csv(out / "training_log.csv")) == \
+        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    assert read_csv(out / "gp_sampling_log.csv") == \
+        read_csv(tmp_path / "ref" / "gp_sampling_log.csv")
+    assert summary["top"] == ref["top"]
 
 
 def test_a_search_state_of_version_2_is_refused_in_one_line(tmp_path):

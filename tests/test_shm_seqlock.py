@@ -40,27 +40,39 @@ def test_compiled_and_reference_boards_agree_step_by_step():
 def test_compiled_board_rejects_mismatched_shapes():
     with SharedArrays(weights_spec(4)) as s:
         board = WeightsBoard(s.arrays)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="dst and src differ in length"):
             board.publish(np.zeros(5, np.float32), 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="src and out differ in length"):
             board.read_into(np.zeros(3, np.float32))
 
 
-def _reader(handle, reads, q):
+def _reader(handle, reads, q, locked=True):
+    """`reads` copies of the shared weights: through the sequence lock (read_into), or, locked=False,
+    a plain copy of the same shared array (what a reader without the lock would get). Unlocked,
+    it stops at its first torn copy."""
     att = Attached(handle)
     board = WeightsBoard(att.arrays)
     out = np.zeros(len(board.w), np.float32)
     torn, versions = 0, []
     for _ in range(reads):
-        v = board.read_into(out)
+        if locked:
+            v = board.read_into(out)
+        else:
+            np.copyto(out, board.w)
+            v = int(out[0])
         # every weight of version v equals v: a mixed copy shows two values
         torn += int(not (out == out[0]).all() or out[0] != v)
         versions.append(v)
+        if torn and not locked:
+            break
     att.close()
-    q.put((torn, versions == sorted(versions), len(set(versions))))
+    q.put((locked, torn, versions == sorted(versions), len(set(versions))))
 
 
 def test_readers_in_other_processes_never_see_a_torn_version():
+    """Two readers through the lock and one without it, in other processes, against one writer
+    publishing as fast as it can: the unlocked reader sees a torn copy (so the race is real in
+    this very run) and the locked ones never do."""
     n = 1 << 16  # a copy long enough for a publish to overlap it often
     ctx = get_context("spawn")
     with SharedArrays(weights_spec(n)) as s:
@@ -68,6 +80,7 @@ def test_readers_in_other_processes_never_see_a_torn_version():
         board.publish(np.zeros(n, np.float32), 0)
         q = ctx.Queue()
         readers = [ctx.Process(target=_reader, args=(s.handle, 3000, q)) for _ in range(2)]
+        readers.append(ctx.Process(target=_reader, args=(s.handle, 200_000, q, False)))
         for p in readers:
             p.start()
         version = 0
@@ -77,6 +90,10 @@ def test_readers_in_other_processes_never_see_a_torn_version():
         results = [q.get(timeout=60) for _ in readers]
         for p in readers:
             p.join(10)
-    for torn, monotone, distinct in results:
+    locked = [r[1:] for r in results if r[0]]
+    unlocked = [r[1:] for r in results if not r[0]]
+    assert len(locked) == 2 and len(unlocked) == 1
+    for torn, monotone, distinct in locked:
         assert torn == 0 and monotone
         assert distinct > 1  # the readers really raced a writer
+    assert unlocked[0][0] == 1, "the unlocked reader never saw a torn copy: no race to show"

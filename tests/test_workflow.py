@@ -38,7 +38,7 @@ def test_enumeration_is_complete_and_index_stable():
     assert ALL_WORKFLOWS[0] == (0, 1, 2, 3, 4)
     assert ALL_WORKFLOWS[119] == (4, 3, 2, 1, 0)
     assert Workflow.parse("user,op_host,op_server,enterprise,defender").index == 119
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=r"workflow index 120 outside \[0, 120\)"):
         Workflow.from_index(120)
 
 

@@ -1,0 +1,93 @@
+"""The benchmark regression check (bench/compare.py against bench/baseline.json): it passes on the
+committed baseline's own figures, fails, naming the figure, on a planted regression, both from a
+results file and from a real measurement of a slowed-down vector env, and passes on the code as
+it is."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compare_module():
+    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "bench" / "compare.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+compare = _compare_module()
+BASELINE = compare.load_baseline()
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "compare.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_the_baseline_holds_every_figure_with_a_reasoned_tolerance():
+    fast = {k for k, (_, in_fast) in compare.GROUPS.items() if in_fast}
+    assert fast <= set(BASELINE)            # each fast group is one figure of its own name
+    for name, f in BASELINE.items():
+        assert f["value"] > 0 and 0.05 <= f["tolerance"] <= 0.5, name
+        assert len(f["why"]) > 40, name     # the reason for the tolerance, in words
+
+
+def test_baseline_values_pass_and_a_planted_regression_fails():
+    values = {k: f["value"] for k, f in BASELINE.items()}
+    assert compare.compare(BASELINE, values)[1] == []
+    for name, f in BASELINE.items():
+        just_inside = {**values, name: f["value"] * (1 - f["tolerance"]) * 1.001}
+        assert compare.compare(BASELINE, just_inside)[1] == []
+        planted = {**values, name: f["value"] * (1 - f["tolerance"]) * 0.98}
+        regressions = compare.compare(BASELINE, planted)[1]
+        assert len(regressions) == 1 and regressions[0].startswith(f"regression: {name} = ")
+
+
+def test_the_command_exits_1_on_a_regression_0_without_and_2_on_bad_input(tmp_path):
+    values = {k: f["value"] for k, f in BASELINE.items()}
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(values))
+    name = sorted(BASELINE)[0]
+    bad.write_text(json.dumps({**values, name: values[name] * 0.5}))
+    res = _cli("--results", good)
+    assert res.returncode == 0 and f"no regression ({len(values)} figures)" in res.stdout
+    res = _cli("--results", bad)
+    assert res.returncode == 1
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("regression: ")] == [
+        ln for ln in res.stdout.splitlines() if ln.startswith(f"regression: {name} = ")]
+    (tmp_path / "junk.json").write_text("[1, 2")
+    res = _cli("--results", tmp_path / "junk.json")
+    assert res.returncode == 2 and res.stderr.startswith("compare: error: bad results ")
+
+
+class _Twice:
+    """A planted slowdown: every step of the vector env is done twice (on a twin env), the work
+    per env-step doubled as a slower step function would."""
+
+    def __init__(self, make, *args, **kwargs):
+        self.env, self.twin = make(*args, **kwargs), make(*args, **kwargs)
+
+    def reset(self):
+        self.twin.reset()
+        return self.env.reset()
+
+    def step(self, a):
+        self.twin.step(a)
+        return self.env.step(a)
+
+
+def test_a_real_measurement_fails_on_a_planted_slowdown_and_passes_on_the_code():
+    import wfrl.envs
+    name = "vec_env_vs_step_batch"
+    slowed = compare.vec_env_vs_step_batch(
+        rounds=5, make_vec=lambda *a, **k: _Twice(wfrl.envs.make_vec, *a, **k))
+    regressions = compare.compare(BASELINE, {name: slowed})[1]
+    assert len(regressions) == 1 and regressions[0].startswith(f"regression: {name} = ")
+    as_is = compare.vec_env_vs_step_batch(rounds=5)
+    assert compare.compare(BASELINE, {name: as_is})[1] == [], as_is
+    assert slowed < 0.75 * as_is

@@ -246,6 +246,9 @@ class PPOConfig(Settings):
     mask: bool = False
     """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or
     already has."""
+    truth_input: bool = False
+    """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
+    to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
     decoupled: bool = True
     """On a batch played by older weights than the learner's (collected while the previous
     update ran, --overlap): clip the ratio against the policy before this update and weight each
@@ -265,7 +268,7 @@ class PPOConfig(Settings):
 
     def net(self):
         from wfrl.ppo.netspec import NetSpec
-        return NetSpec(self.hidden, self.memory, self.mask)
+        return NetSpec(self.hidden, self.memory, self.mask, self.truth_input)
 
 
 # Named starting points for the learner; flags given on the command line override them.

@@ -10,7 +10,7 @@
  * is chosen on — the same access the compliance rule reads. A level outside 0..2 gives three
  * zeros. The policy input with the block is obs ⊕ (memory block) ⊕ truth block ⊕ workflow
  * one-hot (wfrl/ppo/netspec.py).
- * Reference: wfrl/features.py (truth_features, TRUTH_DIM), held equal by tests/test_truth_input.py. */
+ * Reference: wfrl/features.py (truth_features), held equal by tests/test_truth_input.py. */
 #ifndef WFRL_TRUTH_H
 #define WFRL_TRUTH_H
 

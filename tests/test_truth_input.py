@@ -282,10 +282,14 @@ def test_checkpoint_records_the_truth_input_and_eval_plays_it(truth_run):
     assert res.returncode == 2 and "truth input on" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.cyborg
-@pytest.mark.parametrize("backend", ["cyborg", "cyborg:leaderboard"])
-def test_cage2_eval_plays_the_truth_policy_on_cyborg(truth_run, backend):
+def test_eval_plays_the_truth_policy_on_both_cyborg_codes(truth_run):
     res = _wfrl("eval", "--cage2", "--checkpoint", truth_run / "checkpoint.pt", "--backend",
-                backend, "--episodes", 1, "--n-workers", 1)
+                "cyborg", "--episodes", 1, "--n-workers", 1)
     assert res.returncode == 0, res.stderr
     assert "B_line" in res.stdout and "Meander" in res.stdout
+    res = _wfrl("eval", "--checkpoint", truth_run / "checkpoint.pt", "--backend",
+                "cyborg:leaderboard", "--red-agent", "B_lineAgent", "--episodes", 1, "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["n"] == 1

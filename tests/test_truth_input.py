@@ -293,3 +293,20 @@ def test_eval_plays_the_truth_policy_on_both_cyborg_codes(truth_run):
                 "cyborg:leaderboard", "--red-agent", "B_lineAgent", "--episodes", 1, "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["n"] == 1
+
+
+def test_runs_stored_before_the_truth_input_continue_without_it(tmp_path):
+    """A ground-truth run, an exhaustive table or a search stored before the setting existed
+    carries no ppo.truth_input: it continues as it began (without), and is refused with it."""
+    from wfrl.config import ExhaustiveConfig, PPOConfig
+    from wfrl.errors import UserError
+    from wfrl.search.exhaustive import _check_same_protocol
+    from wfrl.search.truth import check_same_settings
+    for protocol, check in (("recipe", check_same_settings), ("finetune", _check_same_protocol)):
+        old = ExhaustiveConfig(out=str(tmp_path), protocol=protocol, ppo=PPOConfig())
+        stored = dataclasses.asdict(old)
+        del stored["ppo"]["truth_input"]
+        (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
+        check(old, tmp_path)
+        with pytest.raises(UserError, match="was started with ppo"):
+            check(dataclasses.replace(old, ppo=PPOConfig(truth_input=True)), tmp_path)

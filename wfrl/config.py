@@ -295,7 +295,7 @@ DEFAULT_PRESET = "recipe"
 # PPO settings added after runs were already being stored, with the value a run stored before
 # the setting existed ran with: a resumed search or a continued table goes on as it began.
 PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
-                              "clip_per_net": False}
+                              "clip_per_net": False, "truth_input": False}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

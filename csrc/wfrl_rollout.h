@@ -10,7 +10,7 @@
  * with its `truth` flag the one-hot of red's true access per host (csrc/wfrl_truth.h) follows
  * the memory block: obs ⊕ (memory) ⊕ truth ⊕ workflow one-hot.
  * Reference: wfrl/collect/rollout.py (run_episode_reference), held equal by
- * tests/test_rollout.py and tests/test_features.py. */
+ * tests/test_rollout.py, tests/test_features.py and tests/test_truth_input.py. */
 #ifndef WFRL_ROLLOUT_H
 #define WFRL_ROLLOUT_H
 

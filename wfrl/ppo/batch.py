@@ -72,9 +72,10 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
     likewise, with `truth_input` the truth block from the red access the buffer recorded at every
-    step (the compiled truth_rows; reference_truth_rows is its twin). reference=True builds them with the plain-Python twin instead (the original
-    path, kept for `wfrl bench train`'s comparison). first_fix: reward added at each episode's
-    first fix before GAE (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
+    step (the compiled truth_rows; reference_truth_rows is its twin). reference=True builds them
+    with the plain-Python twins instead (the original path, kept for `wfrl bench train`'s
+    comparison). first_fix: reward added at each episode's first fix before GAE
+    (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays

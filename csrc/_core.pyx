@@ -319,6 +319,10 @@ cdef extern from "wfrl_memory.h" nogil:
     void wfrl_memory_mask(const wfrl_memory *m, uint8_t *allowed)
     void wfrl_memory_acted(wfrl_memory *m, int action)
 
+cdef extern from "wfrl_truth.h" nogil:
+    int WFRL_TRUTH_DIM
+    void wfrl_truth_features(const uint8_t *red_access, float *out)
+
 cdef extern from "wfrl_cage2.h" nogil:
     int wfrl_mixed_red_kind(uint64_t seed)
 
@@ -338,6 +342,7 @@ cdef extern from "wfrl_rollout.h" nogil:
         int hidden
         int in_dim
         int memory
+        int truth
         int mask
         int greedy
         const float *cond
@@ -351,7 +356,7 @@ cdef extern from "wfrl_rollout.h" nogil:
     ctypedef struct wfrl_actor:
         wfrl_compliance comp
     ctypedef struct wfrl_scratch:
-        pass
+        float x[1]        # [WFRL_MAX_IN_DIM]: the input of the last action choice
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
     int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
@@ -375,11 +380,41 @@ cdef extern from "wfrl_rollout.h" nogil:
 
 IN_DIM = WFRL_IN_DIM
 MEM_DIM = WFRL_MEM_DIM
+TRUTH_DIM = WFRL_TRUTH_DIM
+MAX_IN_DIM = WFRL_MAX_IN_DIM
 
 
-def in_dim(bint memory):
-    """Width of the policy input: obs ⊕ (memory block) ⊕ workflow one-hot."""
-    return WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0)
+def in_dim(bint memory, bint truth=False):
+    """Width of the policy input: obs ⊕ (memory block) ⊕ (truth block) ⊕ workflow one-hot."""
+    return WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0) + (WFRL_TRUTH_DIM if truth else 0)
+
+
+def truth_rows(const uint8_t[:, :, ::1] red_access, const int32_t[::1] lengths):
+    """The compiled truth block (csrc/wfrl_truth.h, the rollout loop's own code) of recorded
+    episodes, flattened the way the learner's batch is: row 0's steps 0..lengths[0]-1, then row
+    1's, … red_access [R, T, 13] is red's access at each step (the buffer's red_access).
+    Returns float32 [N, TRUTH_DIM], N = sum(lengths). Plain-Python twin:
+    wfrl.features.truth_features (indexed by the valid steps)."""
+    cdef Py_ssize_t R = red_access.shape[0], T = red_access.shape[1], r, t, k = 0, N = 0
+    _need(red_access.shape[2] == WFRL_N_HOSTS and lengths.shape[0] >= R,
+          "truth_rows: red_access must be [R, T, 13] and lengths [R]")
+    for r in range(R):
+        _need(0 <= lengths[r] <= T, f"truth_rows: length {lengths[r]} of row {r} not in 0..{T}")
+        N += lengths[r]
+    feats = np.zeros((N, WFRL_TRUTH_DIM), np.float32)
+    if N == 0:
+        return feats
+    cdef float[:, ::1] fv = feats
+    with nogil:
+        for r in range(R):
+            for t in range(lengths[r]):
+                wfrl_truth_features(&red_access[r, t, 0], &fv[k, 0])
+                k += 1
+    return feats
+
+
+def _valid_in_dims():
+    return sorted({in_dim(m, t) for m in (False, True) for t in (False, True)})
 
 
 def mixed_red_kind(uint64_t seed):
@@ -714,8 +749,8 @@ def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
     """Actor-critic forward in C for a batch x [n, in_dim] → (logits [n, 145], values [n])."""
     _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
     cdef int I = x.shape[1]
-    _need(I == WFRL_IN_DIM or I == WFRL_MAX_IN_DIM,
-          f"x must have {WFRL_IN_DIM} or {WFRL_MAX_IN_DIM} columns")
+    _need(I in _valid_in_dims(),
+          f"x must have one of {', '.join(map(str, _valid_in_dims()))} columns")
     _need(weights.shape[0] == wfrl_mlp_n_params(hidden, I),
           f"weights must have {wfrl_mlp_n_params(hidden, I)} floats for hidden={hidden}")
     cdef Py_ssize_t n = x.shape[0], i
@@ -740,20 +775,21 @@ cdef class Policy:
 
     weights: float32[n_params(hidden, in_dim)]; cond: float32[25]; rank: the priority position of
     each unit type (Workflow.rank); lam: alignment λ; memory: the input carries the memory block;
-    mask: actions that cannot do anything are never chosen (csrc/wfrl_memory.h)."""
+    mask: actions that cannot do anything are never chosen (csrc/wfrl_memory.h); truth: the input
+    carries red's true access per host (csrc/wfrl_truth.h)."""
     cdef wfrl_policy p
     cdef readonly object weights, cond
     cdef object _packed
 
     def __cinit__(self, weights, int hidden, cond, rank, float lam, bint count_foothold=False,
-                  bint greedy=False, bint memory=False, bint mask=False):
+                  bint greedy=False, bint memory=False, bint mask=False, bint truth=False):
         cdef const float[::1] wv = weights
         cdef const float[::1] cv = cond
-        cdef int I = in_dim(memory)
+        cdef int I = in_dim(memory, truth)
         _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
         _need(wv.shape[0] == wfrl_mlp_n_params(hidden, I),
               f"weights must have {wfrl_mlp_n_params(hidden, I)} floats for hidden={hidden}"
-              f"{' with memory' if memory else ''}")
+              f"{' with memory' if memory else ''}{' with truth' if truth else ''}")
         _need(cv.shape[0] == WFRL_COND_DIM, f"cond must have {WFRL_COND_DIM} floats")
         _need(sorted(rank) == list(range(5)), "rank must be a permutation of 0..4")
         self.weights = weights
@@ -764,6 +800,7 @@ cdef class Policy:
         self.p.hidden = hidden
         self.p.in_dim = I
         self.p.memory = memory
+        self.p.truth = truth
         self.p.mask = mask
         self.p.greedy = greedy
         self.p.cond = &cv[0]
@@ -791,6 +828,14 @@ cdef class Policy:
     def mask(self):
         return bool(self.p.mask)
 
+    @property
+    def truth(self):
+        return bool(self.p.truth)
+
+    @property
+    def in_dim(self):
+        return self.p.in_dim
+
 
 cdef class Actor:
     """Per-step policy for envs stepped from Python (CybORG): forward, sampling and compliance in
@@ -817,6 +862,16 @@ cdef class Actor:
         cdef int action = wfrl_actor_act(&self.a, &self.policy.p, self.s, &obs[0], &red_access[0],
                                          &logp, &value, &bonus)
         return action, logp, value, bonus
+
+    def last_input(self):
+        """A copy of the policy input (float32 [in_dim]) the last act() chose on."""
+        out = np.empty(self.policy.p.in_dim, np.float32)
+        cdef float[::1] ov = out
+        cdef const float *x = &self.s.x[0]
+        cdef Py_ssize_t i
+        for i in range(ov.shape[0]):
+            ov[i] = x[i]
+        return out
 
     def finish(self):
         """End-of-episode alignment term (−0.2·λ if the episode had no fix)."""

@@ -6,9 +6,11 @@
  * running one slot to the end (wfrl_rollout_sim_episode, the other collectors) execute the same
  * code, so every collector produces the same episode for the same seeds.
  * With the policy's `memory` flag the network input is obs ⊕ memory block ⊕ workflow one-hot
- * (csrc/wfrl_memory.h), with its `mask` flag actions that cannot do anything are never sampled.
+ * (csrc/wfrl_memory.h), with its `mask` flag actions that cannot do anything are never sampled;
+ * with its `truth` flag the one-hot of red's true access per host (csrc/wfrl_truth.h) follows
+ * the memory block: obs ⊕ (memory) ⊕ truth ⊕ workflow one-hot.
  * Reference: wfrl/collect/rollout.py (run_episode_reference), held equal by
- * tests/test_rollout.py and tests/test_features.py. */
+ * tests/test_rollout.py, tests/test_features.py and tests/test_truth_input.py. */
 #ifndef WFRL_ROLLOUT_H
 #define WFRL_ROLLOUT_H
 
@@ -19,12 +21,14 @@
 #include "wfrl_compliance.h"
 #include "wfrl_memory.h"
 #include "wfrl_mlp.h"
+#include "wfrl_truth.h"
 
 typedef struct {
     const float *weights; /* packed actor-critic weights (wfrl_mlp_pack) */
     int hidden;
-    int in_dim;           /* 77, or 77 + WFRL_MEM_DIM with memory */
+    int in_dim;           /* 77, + WFRL_MEM_DIM with memory, + WFRL_TRUTH_DIM with truth */
     int memory;           /* the memory block is part of the input */
+    int truth;            /* red's true access per host is part of the input */
     int mask;             /* actions that cannot do anything are masked */
     int greedy;
     const float *cond;    /* workflow one-hot [25] */
@@ -72,6 +76,10 @@ static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scrat
     if (p->memory) {
         wfrl_memory_features(&a->mem, s->x + k);
         k += WFRL_MEM_DIM;
+    }
+    if (p->truth) {
+        wfrl_truth_features(red_access, s->x + k);
+        k += WFRL_TRUTH_DIM;
     }
     memcpy(s->x + k, p->cond, WFRL_COND_DIM * sizeof(float));
     wfrl_mlp_forward(p->weights, p->hidden, p->in_dim, s->x, s->logits, value, s->hidden);

@@ -247,6 +247,9 @@ class PPOConfig(Settings):
     mask: bool = False
     """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or
     already has."""
+    truth_input: bool = False
+    """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
+    to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
     decoupled: bool = True
     """On a batch played by older weights than the learner's (collected while the previous
     update ran, --overlap): clip the ratio against the policy before this update and weight each
@@ -266,7 +269,7 @@ class PPOConfig(Settings):
 
     def net(self):
         from wfrl.ppo.netspec import NetSpec
-        return NetSpec(self.hidden, self.memory, self.mask)
+        return NetSpec(self.hidden, self.memory, self.mask, self.truth_input)
 
 
 # Named starting points for the learner; flags given on the command line override them.
@@ -293,7 +296,7 @@ DEFAULT_PRESET = "recipe"
 # PPO settings added after runs were already being stored, with the value a run stored before
 # the setting existed ran with: a resumed search or a continued table goes on as it began.
 PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
-                              "clip_per_net": False}
+                              "clip_per_net": False, "truth_input": False}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

@@ -17,7 +17,8 @@ from wfrl.workflow import Workflow
 
 def net_from_checkpoint(ck: dict) -> NetSpec:
     """The network a checkpoint's weights belong to: its recorded NetSpec (checkpoints written
-    before memory and masks existed record only the hidden width: the observation-only net)."""
+    before memory and masks existed record only the hidden width: the observation-only net; those
+    written before the truth input existed have none)."""
     spec = ck.get("net", {"hidden": ck.get("hidden")})
     if not isinstance(spec, dict):
         raise UserError("checkpoint's 'net' entry is not a mapping")
@@ -28,7 +29,8 @@ def net_from_checkpoint(ck: dict) -> NetSpec:
                         f"provide: {', '.join(unknown)}")
     try:
         net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
-                      mask=bool(spec.get("mask", False)))
+                      mask=bool(spec.get("mask", False)),
+                      truth_input=bool(spec.get("truth_input", False)))
     except (KeyError, TypeError, ValueError):
         raise UserError("checkpoint's network description is damaged") from None
     if net.hidden < 1:

@@ -1,4 +1,5 @@
-"""The defender's memory and action mask in plain Python: the twin of csrc/wfrl_memory.h.
+"""The defender's memory and action mask in plain Python: the twin of csrc/wfrl_memory.h; and
+the truth block of the full-information bound: the twin of csrc/wfrl_truth.h (at the end).
 
 Both are computed only from what the defender has seen and done — the observation of every step
 and its own earlier actions — never from the true state, so the same features exist on every
@@ -179,3 +180,22 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
             m[:, decoy_cols.reshape(-1)] = bits.reshape(rows, -1)
     return feats, allowed
 
+
+
+# ---- The truth block (csrc/wfrl_truth.h): the true state as policy input ---------------------
+# Not something a defender can see: only for the full-information bound (docs/bound.md). For host
+# h in observation order, floats 3h, 3h + 1, 3h + 2 are the one-hot of red's access level there
+# (0 none, 1 user, 2 privileged) at the step the action is chosen on; a level outside 0..2 gives
+# three zeros. Red's access is the one part of the true state both backends expose alike
+# (info["red_access"]) and the trajectory buffer records at every step.
+TRUTH_LEVELS = 3
+TRUTH_DIM = TRUTH_LEVELS * N_HOSTS
+
+
+def truth_features(red_access: np.ndarray) -> np.ndarray:
+    """The truth block of red access levels uint8 [..., 13] → float32 [..., TRUTH_DIM]."""
+    ra = np.asarray(red_access)
+    if ra.shape[-1] != N_HOSTS:
+        raise ValueError(f"red_access must end in {N_HOSTS} hosts, got shape {ra.shape}")
+    onehot = ra[..., None] == np.arange(TRUTH_LEVELS)             # [..., 13, 3]
+    return onehot.astype(np.float32).reshape(ra.shape[:-1] + (TRUTH_DIM,))

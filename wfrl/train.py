@@ -95,7 +95,8 @@ def initial_weights(cfg: TrainConfig) -> dict | None:
     theirs, ours = net_from_checkpoint(ck), cfg.ppo.net()
     if theirs != ours:
         raise UserError(f"--init-from {cfg.init_from}: its policy is {theirs.describe()}, this run "
-                        f"trains {ours.describe()} (set --hidden/--memory/--mask to match)")
+                        f"trains {ours.describe()} "
+                        "(set --hidden/--memory/--mask/--truth-input to match)")
     weights_from_checkpoint(ck)   # the weights fit the network they claim
     return ck["model"]
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-from wfrl.features import MASKED_LOGIT, MemoryTracker
+from wfrl.features import MASKED_LOGIT, TRUTH_DIM, MemoryTracker, truth_features
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow
@@ -25,7 +25,7 @@ def make_policy(weights: np.ndarray, net, workflow: Workflow, lam: float,
     from wfrl._core import Policy
     net = as_netspec(net)
     return Policy(weights, net.hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy,
-                  net.memory, net.mask)
+                  net.memory, net.mask, net.truth_input)
 
 
 def stats_arrays(n: int) -> dict:
@@ -113,11 +113,12 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
 
 def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
                           count_foothold=False, greedy=False, buffer=None, row=0,
-                          first_fix_bonus=True):
+                          first_fix_bonus=True, inputs=None):
     """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro, Python
-    memory and mask). hidden: a NetSpec or a hidden width. first_fix_bonus=False: the alignment
-    rule without the first-fix bonus (the compiled loop has only the rule with it; the learner
-    takes the difference off)."""
+    memory, truth block and mask). hidden: a NetSpec or a hidden width. first_fix_bonus=False: the
+    alignment rule without the first-fix bonus (the compiled loop has only the rule with it; the
+    learner takes the difference off). inputs: a list that receives a copy of each step's policy
+    input."""
     net = as_netspec(hidden)
     policy = NumpyPolicy(weights, net.hidden, net.in_dim)
     rng = Xoshiro256(act_seed)
@@ -132,9 +133,15 @@ def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env
     for t in range(EP_LEN):
         memory.update(obs)
         x[:OBS_DIM] = obs
+        k = OBS_DIM
         if net.memory:
             feats = memory.features()
-            x[OBS_DIM:OBS_DIM + len(feats)] = feats
+            x[k:k + len(feats)] = feats
+            k += len(feats)
+        if net.truth_input:
+            x[k:k + TRUTH_DIM] = truth_features(red_access)
+        if inputs is not None:
+            inputs.append(x.copy())
         logits, value = policy.forward(x)
         if net.mask:
             logits = np.where(memory.mask(), logits, np.float32(MASKED_LOGIT)).astype(np.float32)

@@ -1,13 +1,13 @@
 """From a filled trajectory buffer to the learner's flat batch: GAE (compiled) over the buffer's
-rows, flattened, with each step's full policy input (observation, memory block if the network has
-one, workflow conditioning) and its allowed actions if the network masks them."""
+rows, flattened, with each step's full policy input (observation, memory block and truth block if
+the network has them, workflow conditioning) and its allowed actions if the network masks them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from wfrl._core import memory_rows
+from wfrl._core import memory_rows, truth_rows
 from wfrl.collect.buffer import allocate_flat
 from wfrl.ppo.gae import gae
 from wfrl.ppo.netspec import as_netspec
@@ -24,10 +24,19 @@ def reference_memory_rows(obs, actions, lengths, memory=True, mask=True):
     return (feats[valid] if memory else None), (allowed[valid].astype(np.uint8) if mask else None)
 
 
+def reference_truth_rows(red_access, lengths):
+    """Plain-Python twin of wfrl._core.truth_rows: wfrl.features.truth_features of the valid
+    steps, row by row."""
+    from wfrl.features import truth_features
+    rows = red_access.shape[0]
+    valid = np.arange(red_access.shape[1])[None, :] < np.asarray(lengths)[:rows, None]
+    return truth_features(red_access[valid])
+
+
 @dataclass
 class Batch:
-    """Flat training batch; obs is the full policy input (observation, memory block if any,
-    workflow conditioning)."""
+    """Flat training batch; obs is the full policy input (observation, memory block and truth
+    block if any, workflow conditioning)."""
 
     obs: np.ndarray         # float32 [N, in_dim]
     actions: np.ndarray     # int32 [N]
@@ -62,9 +71,11 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     net: the policy's NetSpec (or a hidden width); with `memory` the memory block of every step is
     rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
-    likewise. reference=True builds them with the plain-Python twin instead (the original
-    path, kept for `wfrl bench train`'s comparison). first_fix: reward added at each episode's
-    first fix before GAE (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
+    likewise, with `truth_input` the truth block from the red access the buffer recorded at every
+    step (the compiled truth_rows; reference_truth_rows is its twin). reference=True builds them
+    with the plain-Python twins instead (the original path, kept for `wfrl bench train`'s
+    comparison). first_fix: reward added at each episode's first fix before GAE
+    (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays
@@ -84,6 +95,9 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
             parts.append(feats)
         if net.mask:
             masks = allowed.view(bool)
+    if net.truth_input:
+        rows_fn = reference_truth_rows if reference else truth_rows
+        parts.append(rows_fn(a["red_access"], a["lengths"]))
     parts.append(row_cond[flat["rows"][:n]])
     obs = np.concatenate(parts, axis=1)
     return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],

@@ -4,8 +4,15 @@ Flat weights (what workers receive): float32, each weight row-major [out, in] fo
 [out], in this order:
     actor:  W1 [H, I] b1 [H]  W2 [H, H] b2 [H]  W3 [145, H] b3 [145]
     critic: W1 [H, I] b1 [H]  W2 [H, H] b2 [H]  W3 [1, H]   b3 [1]
-This is exactly the order of wfrl.ppo.policy.ActorCritic.parameters(). The input width I is 77
-(observation 52 ⊕ workflow one-hot 25) or, with the memory block (wfrl.features), 52 ⊕ 66 ⊕ 25.
+This is exactly the order of wfrl.ppo.policy.ActorCritic.parameters().
+
+The policy input, in this order (each block only where the NetSpec turns it on):
+    observation 52 ⊕ [memory block 66] ⊕ [truth block 39] ⊕ workflow one-hot 25
+so I is 77, 143 with memory, 116 with truth, 182 with both. The memory block
+(wfrl.features.MemoryTracker, csrc/wfrl_memory.h) is built from what the defender saw and did;
+the truth block (wfrl.features.truth_features, csrc/wfrl_truth.h) is red's true access per host,
+which no defender sees: a network with it is the full-information bound (docs/bound.md), not a
+deployable defender.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from wfrl.envs.base import N_ACTIONS, OBS_DIM
-from wfrl.features import MEM_DIM
+from wfrl.features import MEM_DIM, TRUTH_DIM
 from wfrl.workflow import COND_DIM
 
 IN_DIM = OBS_DIM + COND_DIM
@@ -27,10 +34,11 @@ class NetSpec:
     hidden: int = 64
     memory: bool = False
     mask: bool = False
+    truth_input: bool = False
 
     @property
     def in_dim(self) -> int:
-        return IN_DIM + (MEM_DIM if self.memory else 0)
+        return IN_DIM + (MEM_DIM if self.memory else 0) + (TRUTH_DIM if self.truth_input else 0)
 
     @property
     def n_params(self) -> int:
@@ -40,9 +48,10 @@ class NetSpec:
         return asdict(self)
 
     def describe(self) -> str:
-        """e.g. "hidden 64, memory on, mask on"."""
+        """e.g. "hidden 64, memory on, mask on" (", truth input on" where it is)."""
         on = {True: "on", False: "off"}
-        return f"hidden {self.hidden}, memory {on[self.memory]}, mask {on[self.mask]}"
+        return (f"hidden {self.hidden}, memory {on[self.memory]}, mask {on[self.mask]}"
+                + (", truth input on" if self.truth_input else ""))
 
 
 def as_netspec(net) -> NetSpec:

@@ -81,8 +81,9 @@ def test_training_follows_the_recipe_schedule(twin):
     assert {r["Phase"] for r in log} == {"pretrain"}
 
 
-def _interrupt_after(monkeypatch, name, calls):
-    real = getattr(truth, name)
+def _interrupt_after(monkeypatch, module, name, calls):
+    """module.name raises KeyboardInterrupt (as if the run were killed) after `calls` calls."""
+    real = getattr(module, name)
     count = [0]
 
     def flaky(*a, **kw):
@@ -91,7 +92,7 @@ def _interrupt_after(monkeypatch, name, calls):
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(truth, name, flaky)
+    monkeypatch.setattr(module, name, flaky)
 
 
 @pytest.mark.parametrize("where,calls", [("save_checkpoint", 2), ("play", 130)])
@@ -99,19 +100,8 @@ def test_interrupted_run_resumes_to_the_twins_tables(tmp_path, monkeypatch, twin
     """Killed mid-training (after the second update's state) or mid-evaluation (10 workflows
     into the second red), then started again: the same training log and the same truth.csv as
     the uninterrupted twin, to the last digit."""
-    if where == "play":
-        import wfrl.evaluate
-        real = wfrl.evaluate.play
-        count = [0]
-
-        def flaky(*a, **kw):
-            count[0] += 1
-            if count[0] > calls:
-                raise KeyboardInterrupt
-            return real(*a, **kw)
-        monkeypatch.setattr(wfrl.evaluate, "play", flaky)
-    else:
-        _interrupt_after(monkeypatch, where, calls)
+    import wfrl.evaluate
+    _interrupt_after(monkeypatch, wfrl.evaluate if where == "play" else truth, where, calls)
     with pytest.raises(KeyboardInterrupt):
         truth.truth(cfg(tmp_path), quiet)
     monkeypatch.undo()

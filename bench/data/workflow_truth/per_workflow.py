@@ -96,8 +96,9 @@ def main(argv=None) -> int:
                    "--backend", a.backend, "--seed", str(seed), "--out", str(run), "--force",
                    "--alignment-lambda", a.alignment_lambda, *RECIPE]
             print(f"[{wid:3d} seed {seed}] {wf.arrow()}", flush=True)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                           stderr=open(a.out / "train.log", "a"))
+            if not (run / "summary.json").exists():     # trained before an interruption
+                with open(a.out / "train.log", "a") as log:
+                    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=log)
             weights, net = weights_from_checkpoint(load_checkpoint(run / "checkpoint.pt"))
             rows = []
             for red in ("B_lineAgent", "RedMeanderAgent"):

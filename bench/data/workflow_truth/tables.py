@@ -99,9 +99,9 @@ def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
     for red in ("B_lineAgent", "RedMeanderAgent"):
         mine = [r for r in rows if r["Red"] == red]
         ids = sorted({int(r["Workflow_ID"]) for r in mine})
-        seeds = sorted({int(r["Seed"]) for r in mine})
-        full = [w for w in ids if all(any(int(r["Workflow_ID"]) == w and int(r["Seed"]) == s
-                                          for r in mine) for s in seeds)]
+        have = {w: {int(r["Seed"]) for r in mine if int(r["Workflow_ID"]) == w} for w in ids}
+        seeds = sorted(set.intersection(*have.values()))      # the seeds every workflow has
+        full = ids
         y = np.array([[next(float(r["Reward"]) for r in mine if int(r["Workflow_ID"]) == w
                             and int(r["Seed"]) == s) for w in full] for s in seeds])
         c = np.array([[next(float(r["Compliance"]) for r in mine if int(r["Workflow_ID"]) == w
@@ -118,6 +118,29 @@ def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
                     "per_workflow_spread_sd": round(float(y.mean(axis=0).std(ddof=1)), 3),
                     "truth_spread_sd": round(float(t_mean.std(ddof=1)), 3),
                     "followable_agrees": int(((c.mean(axis=0) >= 0.95) == (t_comp >= 0.95)).sum()),
+                    "enterprise_before_user": _class_difference(full, y.mean(axis=0), t_mean),
                     "min_compliance": round(float(c.min()), 4),
                     "effect": eff}
     return out
+
+
+def _class_difference(ids, per_workflow, truth_means) -> dict:
+    """Mean reward of the sampled workflows that put enterprise before user minus the mean of
+    those that put user first, per-workflow and in the conditioned truth, with Welch's 95 %
+    interval over the per-workflow values."""
+    import numpy as np
+    from scipy import stats
+
+    from wfrl.workflow import Workflow
+    first = np.array([Workflow.from_index(w).names.index("enterprise") <
+                      Workflow.from_index(w).names.index("user") for w in ids])
+    a, b = np.asarray(per_workflow)[first], np.asarray(per_workflow)[~first]
+    se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
+    df = se ** 4 / ((a.var(ddof=1) / len(a)) ** 2 / (len(a) - 1)
+                    + (b.var(ddof=1) / len(b)) ** 2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.975, df)) * se
+    d = float(a.mean() - b.mean())
+    t = np.asarray(truth_means)
+    return {"n": [int(first.sum()), int((~first).sum())], "per_workflow": round(d, 3),
+            "ci95": [round(d - half, 3), round(d + half, 3)],
+            "conditioned": round(float(t[first].mean() - t[~first].mean()), 3)}

@@ -62,9 +62,12 @@ class AsyncCollector(SharedCollectorBase):
                 try:
                     futures[self.pool.submit(worker.collect_task, eps, rows,
                                              workflow.index)] = (eps, rows)
-                except BrokenProcessPool:
+                except (BrokenProcessPool, ValueError):
                     # a worker died while the pool was idle (e.g. during the learner's update):
-                    # the pool refuses new tasks; rebuild it and submit everything again
+                    # the pool refuses new tasks, or its on-demand respawn of a replacement
+                    # fails ("bad value(s) in fds_to_keep": the dead worker's pipe is already
+                    # closed); rebuild it and submit everything again (at most
+                    # MAX_POOL_REBUILDS times)
                     broken = True
                     break
             if broken:

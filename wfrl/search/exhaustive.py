@@ -200,18 +200,25 @@ def workflow_effect(rewards) -> dict:
 RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers")  # do not change the table
 
 
-def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
-    """A table is only continued under the protocol it was started with."""
+def stored_settings(out: Path, what: str) -> dict:
+    """The experiment_config.json a table's folder was started with, the PPO settings it
+    predates filled in as it ran; one-line UserError naming `what` when it is unreadable."""
     import json
     path = out / "experiment_config.json"
     try:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
-        raise UserError(f"{out} holds an exhaustive.csv without a readable {path.name}; "
+        raise UserError(f"{out} holds {what} without a readable {path.name}; "
                         "choose another --out") from None
-    stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
     if isinstance(stored.get("ppo"), dict):
         stored["ppo"] = with_older_runs_ppo(stored["ppo"])   # settings the table predates
+    return stored
+
+
+def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
+    """A table is only continued under the protocol it was started with."""
+    stored = stored_settings(out, "an exhaustive.csv")
+    stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
     current = asdict(cfg)
     unused = ("episodes_per_workflow", "episodes_per_update") if cfg.protocol == "conditioned" \
         else ()

@@ -120,17 +120,8 @@ def analyse_runs(seed_dirs, red: str) -> dict:
 
 def check_same_settings(cfg, out: Path) -> None:
     """A folder is only continued under the settings it was started with."""
-    import json
-    from wfrl.config import with_older_runs_ppo
-    from wfrl.search.exhaustive import RUNTIME_ONLY
-    path = out / "experiment_config.json"
-    try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise UserError(f"{out} holds a ground-truth run without a readable {path.name}; "
-                        "choose another --out") from None
-    if isinstance(stored.get("ppo"), dict):
-        stored["ppo"] = with_older_runs_ppo(stored["ppo"])   # settings the run predates
+    from wfrl.search.exhaustive import RUNTIME_ONLY, stored_settings
+    stored = stored_settings(out, "a ground-truth run")
     for key, value in asdict(cfg).items():
         if key in RUNTIME_ONLY:
             continue

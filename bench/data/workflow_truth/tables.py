@@ -2,6 +2,13 @@
 docs/findings.md shows them.
 
     python bench/data/workflow_truth/tables.py bench/data/workflow_truth
+
+The per-workflow check's agreement with the conditioned truth (rank correlation, spread, and the
+marginal effect of each of the ten relations in both tables):
+
+    python bench/data/workflow_truth/tables.py bench/data/workflow_truth/sim \
+        --per-workflow bench/data/workflow_truth/per_workflow_sim/per_workflow.csv \
+        --json bench/data/workflow_truth/per_workflow_sim/agreement.json
 """
 from __future__ import annotations
 
@@ -67,19 +74,6 @@ def sentences(root: Path) -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    root = Path((argv or sys.argv[1:] or ["bench/data/workflow_truth"])[0])
-    print(effect_table(root), "\n")
-    print(relations_table(root), "\n")
-    print(relations_table(root, "relations_compliance"), "\n")
-    print(sentences(root))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
     """The per-workflow check against the conditioned truth, per red: Spearman rank correlation
     of the sample's per-workflow means (over its seeds) with the truth's means, the mean
@@ -119,21 +113,31 @@ def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
                     "truth_spread_sd": round(float(t_mean.std(ddof=1)), 3),
                     "followable_agrees": int(((c.mean(axis=0) >= 0.95) == (t_comp >= 0.95)).sum()),
                     "enterprise_before_user": _class_difference(full, y.mean(axis=0), t_mean),
+                    "relations": [_class_difference(full, y.mean(axis=0), t_mean, pair)
+                                  for pair in _pairs()],
                     "min_compliance": round(float(c.min()), 4),
                     "effect": eff}
     return out
 
 
-def _class_difference(ids, per_workflow, truth_means) -> dict:
-    """Mean reward of the sampled workflows that put enterprise before user minus the mean of
-    those that put user first, per-workflow and in the conditioned truth, with Welch's 95 %
-    interval over the per-workflow values."""
+def _pairs():
+    import itertools
+
+    from wfrl.workflow import UNIT_TYPES
+    return list(itertools.combinations(UNIT_TYPES, 2))
+
+
+def _class_difference(ids, per_workflow, truth_means, pair=("enterprise", "user")) -> dict:
+    """Mean reward of the sampled workflows that put pair[0] before pair[1] minus the mean of
+    those that put it after, per-workflow and in the conditioned truth, with Welch's 95 %
+    interval over the per-workflow values (the marginal effect of the relation in the sample: a
+    relation sharing a type with an effective one can show one too)."""
     import numpy as np
     from scipy import stats
 
     from wfrl.workflow import Workflow
-    first = np.array([Workflow.from_index(w).names.index("enterprise") <
-                      Workflow.from_index(w).names.index("user") for w in ids])
+    first = np.array([Workflow.from_index(w).names.index(pair[0]) <
+                      Workflow.from_index(w).names.index(pair[1]) for w in ids])
     a, b = np.asarray(per_workflow)[first], np.asarray(per_workflow)[~first]
     se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
     df = se ** 4 / ((a.var(ddof=1) / len(a)) ** 2 / (len(a) - 1)
@@ -141,6 +145,35 @@ def _class_difference(ids, per_workflow, truth_means) -> dict:
     half = float(stats.t.ppf(0.975, df)) * se
     d = float(a.mean() - b.mean())
     t = np.asarray(truth_means)
-    return {"n": [int(first.sum()), int((~first).sum())], "per_workflow": round(d, 3),
+    return {"relation": f"{pair[0]} before {pair[1]}",
+            "n": [int(first.sum()), int((~first).sum())], "per_workflow": round(d, 3),
             "ci95": [round(d - half, 3), round(d + half, 3)],
-            "conditioned": round(float(t[first].mean() - t[~first].mean()), 3)}
+            "conditioned": round(float(t[first].mean() - t[~first].mean()), 3),
+            "significant": bool(d - half > 0 or d + half < 0)}
+
+
+def main(argv=None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("root", nargs="?", default="bench/data/workflow_truth", type=Path)
+    p.add_argument("--per-workflow", type=Path, metavar="CSV",
+                   help="instead: the per-workflow check's agreement with the truth in ROOT")
+    p.add_argument("--json", type=Path, help="with --per-workflow: write the agreement here")
+    a = p.parse_args(argv)
+    if a.per_workflow:
+        out = per_workflow_agreement(a.per_workflow, a.root)
+        text = json.dumps(out, indent=1)
+        if a.json:
+            a.json.write_text(text + "\n")
+        print(text)
+        return 0
+    root = a.root
+    print(effect_table(root), "\n")
+    print(relations_table(root), "\n")
+    print(relations_table(root, "relations_compliance"), "\n")
+    print(sentences(root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

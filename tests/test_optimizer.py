@@ -238,3 +238,22 @@ def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "older wfrl" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_feasibility_posterior_keeps_two_followable_sides_of_a_relation_followable(monkeypatch):
+    """Both sides of a relation above θ, one far above (0.998), one just above (0.967), as on the
+    recipe's ground truth: every workflow, unvisited ones included, is predicted feasible. Without
+    the learned offset (FEAS_BIAS) the ±1 relation coordinate centres the two sides on θ and
+    the near side is predicted unfollowable — the second half checks the test sees that."""
+    import wfrl.search.optimizer as optimizer
+    visited = list(range(0, 120, 8))
+
+    def predicted(bias):
+        monkeypatch.setattr(optimizer, "FEAS_BIAS", bias)
+        opt = WorkflowOptimizer(seed=0)
+        for i, w in enumerate(visited):
+            opt.tell(w, -15.0, 0.5, (0.967 if user_first(w) else 0.998) + 0.002 * (i % 3 - 1))
+        return opt.posterior().p_feasible >= 0.5
+
+    assert predicted(optimizer.FEAS_BIAS).all()
+    assert not predicted(None).all()

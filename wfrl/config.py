@@ -418,16 +418,17 @@ class SearchConfig(_RunSettings):
     red_agent: str = setting("mixed", check=_red_agent, metavar=RED_METAVAR)
     """Red attacker of training (mixed: each episode B_line or Meander); the visits are measured
     against each red it stands for (--visit-eval greedy)."""
-    total_episodes: int = setting(60_000, check=positive)
+    total_episodes: int = setting(75_000, check=positive)
     """Episode budget of the whole search (never exceeded)."""
     max_episodes: int = setting(3_000, check=positive)
     """Episodes one visit of a workflow may use."""
     min_episodes: int = setting(1_000, check=non_negative)
     """Episodes of a visit before compliance may end it (compliance comes long before the
     reward settles)."""
-    pretrain_episodes: int = setting(40_000, check=non_negative)
+    pretrain_episodes: int = setting(60_000, check=non_negative)
     """Training of the base before the first visit (part of the budget), one random workflow
-    per update, so every visit starts from a policy that already defends and follows orders;
+    per update, so every visit starts from a policy that already defends and follows orders
+    (by default trained as `wfrl exhaustive --protocol recipe` trains each of its policies);
     the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
     their end values. 0 = none (the original system)."""
     episodes_per_update: int = setting(200, check=positive)

@@ -96,8 +96,9 @@ class PermutationGP:
                  noise: float = 0.1, prior_mean: float | None = None, scale: float | None = None,
                  min_length_scale: float = MIN_LENGTH_SCALE, max_noise: float = 1.0,
                  min_signal: float | None = None, linear: bool = True,
-                 max_length_scale: float = 20.0):
+                 max_length_scale: float = 20.0, bias: float | None = None):
         self.seed, self.optimize = seed, optimize
+        self.bias = bias
         self.length_scale, self.noise = length_scale, noise
         self.prior_mean, self.scale = prior_mean, scale
         self.min_length_scale, self.max_noise = min_length_scale, max_noise
@@ -120,6 +121,11 @@ class PermutationGP:
             # form "a before b is worth δ" (and a type's position, a sum of such terms) are
             # learned from a few observations, where the isotropic RBF term needs many.
             k = k + ConstantKernel(0.05, fixed or (1e-3, 1.0)) * DotProduct(0.0, "fixed")
+        if self.bias:
+            # a learned offset shared by every workflow (an unknown constant added to the fixed
+            # prior mean, its variance at most `bias`): with ±1 relation coordinates and no
+            # offset, two classes both on one side of the prior mean cannot both be fitted
+            k = k + ConstantKernel(min(0.5, self.bias), fixed or (1e-3, self.bias))
         return k + WhiteKernel(self.noise, fixed or (1e-6, self.max_noise))
 
     def fit(self, indices, rewards, ses=None, covariate=None) -> "PermutationGP":
@@ -198,11 +204,14 @@ class PermutationGP:
         if self.gpr is None:
             return {}
         k = self.gpr.kernel_
-        rbf = k.k1.k1 if self.linear else k.k1
+        body = k.k1.k1 if self.bias else k.k1
+        rbf = body.k1 if self.linear else body
         L = float(rbf.k2.length_scale)
-        extra = ({"relation_weights": [round(float(x), 4) for x in k.k1.k2.weights]}
+        extra = ({"relation_weights": [round(float(x), 4) for x in body.k2.weights]}
                  if self.linear == "ard" else
-                 {"linear_var": float(k.k1.k2.k1.constant_value)} if self.linear else {})
+                 {"linear_var": float(body.k2.k1.constant_value)} if self.linear else {})
+        if self.bias:
+            extra["offset_var"] = float(k.k1.k2.constant_value)
         return {**extra, "signal_var": float(rbf.k1.constant_value), "rbf_length_scale": L,
                 "mallows_ell": 2.0 / L ** 2, "noise_level": float(k.k2.noise_level),
                 "trend_per_log_episode": self.trend,

@@ -85,6 +85,12 @@ FEAS_MAX_LENGTH_SCALE = 3.0
 # (median 90.4 %) isotropic; infeasible evaluations after the 5th 25 % against 30 %.
 FEAS_LINEAR = "ard"
 FEAS_MIN_SIGNAL = 0.25
+# The feasibility GP learns one offset shared by all workflows (variance ≤ FEAS_BIAS on the logit
+# scale) on top of its prior mean logit(θ). Without it, the ±1 relation coordinates put the two
+# sides of a relation symmetrically about θ: on the recipe's ground truth (enterprise before user
+# ≈ 0.998, after it ≈ 0.967, both followable) the after-side was predicted unfollowable wherever
+# no visit was near.
+FEAS_BIAS = 4.0
 # The reward GP is fitted twice, with two priors. With feasible observations of two or three
 # distinct workflows, maximum likelihood can explain them as "flat and noisy" (RBF length scale at
 # its upper bound, signal variance at its floor): unvisited workflows then look as certain as the
@@ -233,7 +239,8 @@ class WorkflowOptimizer:
             reward = self._reward_gp(REWARD_MAX_LENGTH_SCALE, REWARD_MIN_SIGNAL)
             feas = PermutationGP(seed=self.seed, prior_mean=logit(self.theta), scale=1.0,
                                  max_noise=1.0, max_length_scale=FEAS_MAX_LENGTH_SCALE,
-                                 linear=FEAS_LINEAR, min_signal=FEAS_MIN_SIGNAL)
+                                 linear=FEAS_LINEAR, min_signal=FEAS_MIN_SIGNAL,
+                                 bias=FEAS_BIAS)
             feas.fit([h["workflow"] for h in self.history],
                      [logit(h["compliance"]) for h in self.history])
             self._models = (reward, feas)

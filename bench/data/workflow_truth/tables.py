@@ -25,53 +25,46 @@ def fmt_p(p):
     return "—" if p is None else (f"{p:.2g}" if p >= 1e-4 else f"{p:.0e}")
 
 
+def analyses(root: Path):
+    """(code name, red name, analysis) for every analysis.json under root, in table order."""
+    for code, code_name in CODES:
+        for red, red_name in REDS:
+            path = root / code / red / "analysis.json"
+            if path.exists():
+                yield code_name, red_name, json.loads(path.read_text())
+
+
 def effect_table(root: Path) -> str:
     lines = ["| code | red | runs | followable | F (p) | Friedman p | workflow sd (95 % bound) | "
              "run sd: residual / raw | best followable (reward ± se) | tied with best |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for code, code_name in CODES:
-        for red, red_name in REDS:
-            path = root / code / red / "analysis.json"
-            if not path.exists():
-                continue
-            a = json.loads(path.read_text())
-            e = a["effect_followable"] or a["effect"]
-            best = a["best"]
-            lines.append(
-                f"| {code_name} | {red_name} | {a['runs']} | {a['feasibility']['followable']} | "
-                f"{e['F']:.2f} ({fmt_p(e['p_value'])}) | {fmt_p(e['friedman_p_value'])} | "
-                f"{e['workflow_sd']:.2f} (≤ {e['workflow_sd_upper95']:.2f}) | "
-                f"{a['run_sd']['residual_sd']:.2f} / {a['run_sd']['raw_sd_mean']:.2f} | "
-                f"{best['best']} ({best['best_reward']:.2f} ± {best['best_se']:.2f}) | "
-                f"{best['indistinguishable']} of {best['followable'] - 1} |")
+    for code_name, red_name, a in analyses(root):
+        e = a["effect_followable"] or a["effect"]
+        best = a["best"]
+        lines.append(
+            f"| {code_name} | {red_name} | {a['runs']} | {a['feasibility']['followable']} | "
+            f"{e['F']:.2f} ({fmt_p(e['p_value'])}) | {fmt_p(e['friedman_p_value'])} | "
+            f"{e['workflow_sd']:.2f} (≤ {e['workflow_sd_upper95']:.2f}) | "
+            f"{a['run_sd']['residual_sd']:.2f} / {a['run_sd']['raw_sd_mean']:.2f} | "
+            f"{best['best']} ({best['best_reward']:.2f} ± {best['best_se']:.2f}) | "
+            f"{best['indistinguishable']} of {best['followable'] - 1} |")
     return "\n".join(lines)
 
 
 def relations_table(root: Path, key: str = "relations_reward", top: int = 3) -> str:
     lines = ["| code | red | relation | effect [95 % interval] | significant |",
              "|---|---|---|---|---|"]
-    for code, code_name in CODES:
-        for red, red_name in REDS:
-            path = root / code / red / "analysis.json"
-            if not path.exists():
-                continue
-            a = json.loads(path.read_text())
-            for r in a[key][:top]:
-                lines.append(f"| {code_name} | {red_name} | {r['relation']} | "
-                             f"{r['effect']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] | "
-                             f"{'yes' if r['significant'] else 'no'} |")
+    for code_name, red_name, a in analyses(root):
+        for r in a[key][:top]:
+            lines.append(f"| {code_name} | {red_name} | {r['relation']} | "
+                         f"{r['effect']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] | "
+                         f"{'yes' if r['significant'] else 'no'} |")
     return "\n".join(lines)
 
 
 def sentences(root: Path) -> str:
-    out = []
-    for code, code_name in CODES:
-        for red, red_name in REDS:
-            path = root / code / red / "analysis.json"
-            if path.exists():
-                out.append(f"- **{red_name}, {code_name}**: "
-                           f"{json.loads(path.read_text())['sentence']}")
-    return "\n".join(out)
+    return "\n".join(f"- **{red_name}, {code_name}**: {a['sentence']}"
+                     for code_name, red_name, a in analyses(root))
 
 
 def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
@@ -81,13 +74,18 @@ def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
     spread over the sample, whether each followability verdict agrees, and the two-way test
     (workflow × seed) on the per-workflow runs alone."""
     import csv
+    import itertools
 
     import numpy as np
     from scipy.stats import spearmanr
 
+    from wfrl.search.effects import before_matrix
     from wfrl.search.exhaustive import workflow_effect
     from wfrl.search.truth import matrices
+    from wfrl.workflow import UNIT_TYPES
     rows = list(csv.DictReader(open(per_workflow_csv)))
+    before = before_matrix()                    # [pair, workflow], combinations(UNIT_TYPES, 2)
+    pairs = [f"{a} before {b}" for a, b in itertools.combinations(UNIT_TYPES, 2)]
     seed_dirs = sorted(d for d in Path(truth_dir).glob("seed*") if (d / "truth.csv").exists())
     out = {}
     for red in ("B_lineAgent", "RedMeanderAgent"):
@@ -104,40 +102,31 @@ def per_workflow_agreement(per_workflow_csv: Path, truth_dir: Path) -> dict:
         t_mean, t_comp = tr.mean(axis=0)[full], tc.mean(axis=0)[full]
         d = y.mean(axis=0) - t_mean
         eff = workflow_effect(y) if len(seeds) >= 2 and len(full) >= 3 else None
+        rho, rho_p = spearmanr(y.mean(axis=0), t_mean)
+        relations = [_class_difference(before[k][full], y.mean(axis=0), t_mean, name)
+                     for k, name in enumerate(pairs)]
         out[red] = {"workflows": len(full), "seeds": seeds,
-                    "spearman": round(float(spearmanr(y.mean(axis=0), t_mean)[0]), 3),
-                    "spearman_p": float(spearmanr(y.mean(axis=0), t_mean)[1]),
+                    "spearman": round(float(rho), 3), "spearman_p": float(rho_p),
                     "mean_difference": round(float(d.mean()), 3),
                     "mean_difference_se": round(float(d.std(ddof=1) / np.sqrt(len(d))), 3),
                     "per_workflow_spread_sd": round(float(y.mean(axis=0).std(ddof=1)), 3),
                     "truth_spread_sd": round(float(t_mean.std(ddof=1)), 3),
                     "followable_agrees": int(((c.mean(axis=0) >= 0.95) == (t_comp >= 0.95)).sum()),
-                    "enterprise_before_user": _class_difference(full, y.mean(axis=0), t_mean),
-                    "relations": [_class_difference(full, y.mean(axis=0), t_mean, pair)
-                                  for pair in _pairs()],
+                    "enterprise_before_user": relations[pairs.index("enterprise before user")],
+                    "relations": relations,
                     "min_compliance": round(float(c.min()), 4),
                     "effect": eff}
     return out
 
 
-def _pairs():
-    import itertools
-
-    from wfrl.workflow import UNIT_TYPES
-    return list(itertools.combinations(UNIT_TYPES, 2))
-
-
-def _class_difference(ids, per_workflow, truth_means, pair=("enterprise", "user")) -> dict:
-    """Mean reward of the sampled workflows that put pair[0] before pair[1] minus the mean of
-    those that put it after, per-workflow and in the conditioned truth, with Welch's 95 %
+def _class_difference(first, per_workflow, truth_means, relation: str) -> dict:
+    """Mean reward of the sampled workflows where `first` holds (the relation "a before b")
+    minus the mean of the others, per-workflow and in the conditioned truth, with Welch's 95 %
     interval over the per-workflow values (the marginal effect of the relation in the sample: a
     relation sharing a type with an effective one can show one too)."""
     import numpy as np
     from scipy import stats
 
-    from wfrl.workflow import Workflow
-    first = np.array([Workflow.from_index(w).names.index(pair[0]) <
-                      Workflow.from_index(w).names.index(pair[1]) for w in ids])
     a, b = np.asarray(per_workflow)[first], np.asarray(per_workflow)[~first]
     se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
     df = se ** 4 / ((a.var(ddof=1) / len(a)) ** 2 / (len(a) - 1)
@@ -145,7 +134,7 @@ def _class_difference(ids, per_workflow, truth_means, pair=("enterprise", "user"
     half = float(stats.t.ppf(0.975, df)) * se
     d = float(a.mean() - b.mean())
     t = np.asarray(truth_means)
-    return {"relation": f"{pair[0]} before {pair[1]}",
+    return {"relation": relation,
             "n": [int(first.sum()), int((~first).sum())], "per_workflow": round(d, 3),
             "ci95": [round(d - half, 3), round(d + half, 3)],
             "conditioned": round(float(t[first].mean() - t[~first].mean()), 3),

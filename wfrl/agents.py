@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wfrl.attribution import CostRecorder
 from wfrl.errors import UserError
 
 ACTION_SPACE = 145
@@ -120,11 +121,12 @@ _ACTION_T, _EPISODE_T, _SETTING, _EPISODE, _STEP = range(5)
 
 
 def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed, workflow=None,
-                  clock=None, k=0, record=None):
+                  clock=None, k=0, record=None, observer=None):
     """Play global episodes `episodes` (seeds as wfrl.rng.episode_seeds(seed, ...)) of `steps`
     blue steps with the agent; returns (returns, fixes, compliant fixes, episode compliance)
     arrays (compliance only with a workflow: NaN without). record(t, obs, action, reward,
-    red_access_before, red_access_after), if given, sees every step."""
+    red_access_before, red_access_after), if given, sees every step; observer as in
+    wfrl.collect.rollout.run_episodes."""
     from wfrl.rng import episode_seeds
     from wfrl.workflow import ComplianceTracker, Workflow, fix_target
     episodes = np.asarray(episodes, dtype=np.int64)
@@ -156,6 +158,8 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
             next_obs, reward, next_access = backend.step(a)
             if record is not None:
                 record(t, obs, a, reward, access, next_access)
+            if observer is not None:
+                observer.step(a, reward, next_access)
             total += reward
             obs, access = next_obs, next_access
         if callable(getattr(agent, "end_episode", None)):
@@ -163,6 +167,8 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
                         f"{setting_name(backend_name, red, steps)}", agent.end_episode)
         if clock is not None:
             clock[_EPISODE_T] = 0.0
+        if observer is not None:
+            observer.end_episode()
         out[:, i] = (total, fixes, tracker.compliant if tracker else 0,
                      tracker.rate if tracker else np.nan)
     return out[0], out[1].astype(np.int64), out[2].astype(np.int64), out[3]
@@ -180,13 +186,17 @@ def _worker(spec, conn, clock):
             msg = conn.recv()
             if msg is None:
                 return
-            tid, (k, backend_name, red, steps, seed, first, n, workflow) = msg
+            tid, (k, backend_name, red, steps, seed, first, n, workflow, *more) = msg
+            recorder = CostRecorder() if more and more[0] else None
             backend = make_backend(backend_name, red, seed=seed)
             try:
                 res = play_episodes(spec, agent, backend, backend_name, red, steps,
-                                    range(first, first + n), seed, workflow, clock, k)
+                                    range(first, first + n), seed, workflow, clock, k,
+                                    observer=recorder)
             finally:
                 backend.close()
+            if recorder is not None:
+                res = (*res, recorder.costs)
             conn.send(("done", tid, res))
     except UserError as exc:
         conn.send(("error", None, str(exc)))
@@ -218,7 +228,8 @@ class _Worker:
 
 
 def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done):
-    """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow)), …] on n_workers
+    """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow[, attribute])), …]
+    (attribute: each result also carries the episodes' cost vectors, wfrl.attribution) on n_workers
     agent processes; done(task index, result) for each finished one, in completion order.
     describe(k) names setting k. Raises AgentFailed on the first failure (workers ended)."""
     load_factory(spec)   # a bad MODULE:FACTORY fails here, before any process starts

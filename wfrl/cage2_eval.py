@@ -85,23 +85,28 @@ class _Task:
     first: int
     n: int
     greedy: bool
+    attribute: bool = False
 
 
 def _run_task(task: _Task):
-    """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance)."""
+    """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance), and
+    with `attribute` the episodes' cost vectors [n, wfrl.attribution.N_COLUMNS] after them."""
+    from wfrl.attribution import CostRecorder
     from wfrl.envs import make_backend
     from wfrl.evaluate import play
     from wfrl.workflow import Workflow
+    recorder = CostRecorder() if task.attribute else None
     backend = make_backend(task.backend, task.red, seed=task.seed)
     try:
         stats = play(backend, task.weights, task.net, Workflow.parse(task.workflow), task.lam,
                      task.foothold, range(task.first, task.first + task.n), task.seed,
-                     task.greedy, horizon=task.steps)
+                     task.greedy, horizon=task.steps, observer=recorder)
     finally:
         backend.close()
-    return (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
-            np.array([s.compliant_fixes for s in stats]),
-            np.array([s.compliance for s in stats]))
+    out = (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
+           np.array([s.compliant_fixes for s in stats]),
+           np.array([s.compliance for s in stats]))
+    return out if recorder is None else (*out, recorder.costs)
 
 
 def _policy_for(red: str, checkpoints: dict) -> str:
@@ -137,10 +142,13 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                    seed: int = 153, n_workers: int | None = None, greedy: bool = True,
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
                    progress=None, agent: str | None = None, action_timeout: float = 30.0,
-                   episode_timeout: float = 600.0, on_setting=None) -> dict:
+                   episode_timeout: float = 600.0, on_setting=None,
+                   attribute: bool = False) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
     under `workflow`). on_setting(partial result), if given, runs after every finished setting.
+    attribute: each setting also reports its mean return split by host and cause ("cost",
+    wfrl.attribution.summarise), on the same episodes.
     Returns the JSON-ready result (see `format_table`); a failure raises EvaluationFailed, whose
     `partial` holds the finished settings."""
     from wfrl.envs.base import backend_engine, check_backend
@@ -166,9 +174,10 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             if agent is None:
                 weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
                 tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
-                                       base + first, n, greedy)))
+                                       base + first, n, greedy, attribute)))
             else:
-                tasks.append((k, (k, backend, red, steps, seed, base + first, n, workflow)))
+                tasks.append((k, (k, backend, red, steps, seed, base + first, n, workflow,
+                                  attribute)))
     if n_workers is None:
         n_workers = min(2, os.cpu_count() or 1) if backend_engine(backend) == "cyborg" else 1
     head = {"backend": backend, "episodes": episodes, "seed": seed,
@@ -230,6 +239,10 @@ class EvaluationFailed(UserError):
 def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
+    cost = None
+    if len(chunks[0]) > 4:
+        from wfrl.attribution import summarise
+        cost = summarise(np.concatenate([c[4] for c in chunks]))
     n_fix = int(fixes.sum())
     measured = not np.isnan(ep_comp).any()
     ref = reference_for(backend)
@@ -244,6 +257,7 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
         "winner": ref["winner"].get((red, steps)),
         "best_entry": ref["best"].get((red, steps)),
         ("agent" if is_agent else "checkpoint"): source,
+        **({"cost": cost} if cost is not None else {}),
     }
 
 
@@ -279,4 +293,10 @@ def format_table(res: dict) -> str:
     lines.append(f"total (sum of the {len(res['settings'])} means): {res['total']:.2f} "
                  f"± {res['total_ci95']:.2f} (95 %)"
                  + ("" if ref_total is None else f"; leaderboard winner: {ref_total}"))
+    costs = {f"{r['red_agent']}-{r['steps']}": r["cost"] for r in res["settings"]
+             if "cost" in r and r["steps"] == max(CAGE2_LENGTHS) and r["red_agent"] != "SleepAgent"}
+    if costs:
+        from wfrl.attribution import format_costs
+        lines += ["", f"where the cost comes from ({max(CAGE2_LENGTHS)}-step episodes; every "
+                  "setting's split is in the JSON):", format_costs(costs)]
     return "\n".join(lines)

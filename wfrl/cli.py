@@ -330,6 +330,7 @@ def _cmd_eval_cage2(a, given) -> int:
                              workflow=cfg.workflow, agent=cfg.agent,
                              action_timeout=cfg.action_timeout,
                              episode_timeout=cfg.episode_timeout, on_setting=save,
+                             attribute=cfg.attribute,
                              progress=None if a.json else (lambda line: print(
                                  line, file=sys.stderr, flush=True)))
     except EvaluationFailed as exc:   # the finished settings, then the one-line error

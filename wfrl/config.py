@@ -622,6 +622,10 @@ class Cage2EvalConfig(Settings):
     out: str | None = setting(None, metavar="FILE")
     """Also write the result as JSON to FILE, rewritten after every finished setting (a failed
     evaluation leaves its finished settings there, "complete": false)."""
+    attribute: bool = False
+    """Also split each setting's mean return by host and cause (privileged red sessions,
+    Restores, Op_Server0's impact), on the same episodes (the simulator then plays step by step:
+    slower)."""
 
     def _check_together(self) -> None:
         has_ck = self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander

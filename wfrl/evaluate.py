@@ -52,11 +52,11 @@ def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, NetSpec]:
 
 
 def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episodes, seed: int,
-         greedy: bool, horizon: int = EP_LEN):
+         greedy: bool, horizon: int = EP_LEN, observer=None):
     """EpisodeStats of global episodes `episodes` (seeds from (seed, episode)) of one policy,
-    `horizon` blue steps each."""
+    `horizon` blue steps each; observer as in wfrl.collect.rollout.run_episodes."""
     policy = make_policy(weights, net, wf, lam, foothold, greedy=greedy)
-    return run_episodes(backend, policy, episodes, seed, horizon=horizon)
+    return run_episodes(backend, policy, episodes, seed, horizon=horizon, observer=observer)
 
 
 def summarise(stats) -> dict:

@@ -53,6 +53,17 @@ def restorer():
     return Restorer()
 
 
+class Sleeper:
+    """Never acts: red runs its whole plan (B_line reaches Op_Server0 and impacts it)."""
+
+    def get_action(self, observation, action_space):
+        return 0
+
+
+def sleeper():
+    return Sleeper()
+
+
 class _Bad:
     def __init__(self, mode):
         self.mode, self.calls = mode, 0

@@ -45,29 +45,33 @@ def stats_list(st: dict, episodes, version: int, index=None) -> list[EpisodeStat
 
 
 def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
-                 version: int = 0, horizon: int = EP_LEN) -> list[EpisodeStats]:
+                 version: int = 0, horizon: int = EP_LEN, observer=None) -> list[EpisodeStats]:
     """Play global episodes `episodes` (seeds from (seed, episode)) with the compiled loop, episode
     k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None). horizon: blue steps
-    per episode (training: EP_LEN; the CAGE2 evaluation also plays 30 and 50)."""
+    per episode (training: EP_LEN; the CAGE2 evaluation also plays 30 and 50). observer, if
+    given (e.g. wfrl.attribution.CostRecorder), sees every step as observer.step(action, reward,
+    red_access_after) and every episode's end as observer.end_episode(); the simulator then
+    plays step by step through the per-step actor (the same episodes, slower)."""
     episodes = np.asarray(episodes, dtype=np.int64)
     rows = np.arange(len(episodes), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     env_seeds, act_seeds = episode_seeds(seed, episodes)
     slots = getattr(backend, "slots", None)
-    if slots is not None:
+    if slots is not None and observer is None:
         st = stats_arrays(len(episodes))
         slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st, horizon)
         return stats_list(st, episodes, version)
     from wfrl._core import Actor
     actor = Actor(policy)
     return [actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version,
-                          horizon=horizon)
+                          horizon=horizon, observer=observer)
             for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
 
 
 def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version,
-                  after_step=None, horizon: int = EP_LEN):
+                  after_step=None, horizon: int = EP_LEN, observer=None):
     """One episode of a Python-stepped env (CybORG) with the compiled per-step actor.
-    after_step(), if given, runs after every step (the synchronous collector's barrier)."""
+    after_step(), if given, runs after every step (the synchronous collector's barrier);
+    observer as in run_episodes."""
     backend.seed(env_seed)
     actor.begin(act_seed)
     obs, red_access = backend.reset()
@@ -84,9 +88,13 @@ def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, vers
             buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
         env_return += reward
         alignment += bonus
+        if observer is not None:
+            observer.step(action, reward, next_access)
         obs, red_access = next_obs, next_access
         if after_step is not None:
             after_step()
+    if observer is not None:
+        observer.end_episode()
     return EpisodeStats(episode, env_return, alignment, actor.compliance, actor.fixes,
                         actor.compliant, version)
 

@@ -13,6 +13,8 @@ import sys
 import pytest
 import torch
 
+from wfrl.attribution import HOST_NAMES
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 EXPERIMENTS = ROOT / "experiments"
@@ -22,6 +24,7 @@ RUN = SHIPPED / "training_run"
 # every file in scripts/ and the test that runs it (setup.sh: the CI's first command, .ci/run)
 TOOLS = {
     "cage2_markdown.py": "test_cage2_markdown_tables_a_recorded_evaluation",
+    "compare_cage2.py": "test_compare_cage2_sets_recorded_evaluations_side_by_side",
     "learning_curves.py": "test_learning_curves_plots_recorded_runs",
     "record_parity.py": "test_record_parity_replays_recorded_episodes",
     "relative_paths.py": "test_relative_paths_rewrites_a_runs_absolute_paths",
@@ -71,6 +74,35 @@ def test_every_experiment_is_indexed_and_compiles():
         assert f"`{p.name}`" in index, f"experiments/{p.name} has no line in experiments/README.md"
         if p.suffix == ".py":
             compile(p.read_text(), str(p), "exec")
+
+
+def test_compare_cage2_sets_recorded_evaluations_side_by_side(tmp_path):
+    old = SHIPPED.parent / "2026-11-27_critical_first_joint_clip" / "sim_cage2.json"
+    out = _run("compare_cage2.py", f"now={SHIPPED / 'sim_cage2.json'}", f"before={old}")
+    assert out.returncode == 0, out.stderr
+    # -13.3342 - (-13.3232) = -0.011; se of the difference √(0.1062² + 0.099²) = 0.145
+    assert "| B_lineAgent | 100 | -13.32 ± 0.11 (0.999) | -13.33 ± 0.10 (0.999) | -0.01 ± 0.15 |" \
+        in out.stdout
+    # with --attribute's split: the cost table per host and cause
+    res = json.loads((SHIPPED / "sim_cage2.json").read_text())
+    for r in res["settings"]:
+        r["cost"] = {"by_host": {h: {"total": {"mean": -1.0 if h == "User2" else 0.0, "se": 0.0}}
+                                 for h in HOST_NAMES},
+                     "by_cause": {c: {"mean": -1.0 if c == "restore" else 0.0, "se": 0.0}
+                                  for c in ("privileged", "restore", "impact", "other")},
+                     "total": {"mean": -1.0, "se": 0.0}}
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps(res))
+    out = _run("compare_cage2.py", f"a={split}", f"b={split}")
+    assert out.returncode == 0, out.stderr
+    assert "Where the cost comes from, B_lineAgent-100" in out.stdout
+    assert "| User2 | -1.00 ± 0.00 | -1.00 ± 0.00 |" in out.stdout
+    assert "| User3 |" not in out.stdout and "other" not in out.stdout
+    leaderboard = ROOT / "docs" / "results" / "leaderboard" / "2026-11-28_leaderboard_code"
+    bad = _run("compare_cage2.py", f"a={split}", f"b={leaderboard / 'sim_cage2.json'}")
+    assert bad.returncode != 0 and "has backend 'sim:leaderboard'" in bad.stderr
+    bad = _run("compare_cage2.py", str(split))
+    assert bad.returncode != 0 and "is not LABEL=FILE" in bad.stderr
 
 
 def test_cage2_markdown_tables_a_recorded_evaluation():

@@ -56,6 +56,14 @@ def test_protocol_settings_lengths_and_seeds(tmp_path):
     assert [r["mean"] for r in other["settings"]] != [r["mean"] for r in rows]
     text = format_table(res)
     assert "B_lineAgent" in text and "total" in text and "-36.84" in text   # installed code
+    # some of the settings: the same episodes as in the full protocol, whatever their order
+    part = cage2_evaluate({"all": str(ck)}, episodes=12, seed=5,
+                          reds=("RedMeanderAgent", "B_lineAgent"), lengths=(100,))
+    full = {(r["red_agent"], r["steps"]): r for r in rows}
+    assert [(r["red_agent"], r["steps"]) for r in part["settings"]] == \
+        [("RedMeanderAgent", 100), ("B_lineAgent", 100)]
+    for r in part["settings"]:
+        assert r == full[(r["red_agent"], r["steps"])]
 
 
 def test_horizon_shortens_episodes():

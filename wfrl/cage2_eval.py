@@ -3,7 +3,8 @@ RedMeanderAgent and SleepAgent (1000 episodes per setting by default), reported 
 leaderboard did — the mean (± sd) per setting and the total, the sum of the nine means — plus the
 workflow compliance per setting.
 
-Episodes are numbered from wfrl.rng.CAGE2_EPISODE_BASE (setting k: its k-th block of 10⁶) with
+Episodes are numbered from wfrl.rng.CAGE2_EPISODE_BASE (setting k of the protocol's nine: its k-th
+block of 10⁶, whichever settings an evaluation plays) with
 the evaluation's own seed, a range no training run uses, so a checkpoint is never evaluated on the
 episodes it trained or was selected on. An L-step episode is played as L blue steps from reset;
 the policy sees the same time feature as in a 100-step episode (it does not know the horizon),
@@ -63,6 +64,15 @@ REFERENCES = {
         "winner": LEADERBOARD["winner"], "best": LEADERBOARD["best"],
         "winner_total": LEADERBOARD_TOTAL["winner"]},
 }
+
+
+def setting_index(red: str, steps: int, position: int) -> int:
+    """The episode block of a setting: its place in the full protocol (B_line 30, 50, 100,
+    Meander 30, …), so an evaluation of some settings plays the same episodes as the full one;
+    a setting outside the protocol keeps its position in the list, past the protocol's nine."""
+    if red in CAGE2_REDS and steps in CAGE2_LENGTHS:
+        return CAGE2_REDS.index(red) * len(CAGE2_LENGTHS) + CAGE2_LENGTHS.index(steps)
+    return len(CAGE2_REDS) * len(CAGE2_LENGTHS) + position
 
 
 def reference_for(backend: str) -> dict:
@@ -168,7 +178,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     chunk = CHUNK[backend_engine(backend)]
     tasks = []
     for k, (red, steps) in enumerate(settings):
-        base = episode_block(CAGE2_EPISODE_BASE, k)
+        base = episode_block(CAGE2_EPISODE_BASE, setting_index(red, steps, k))
         for first in range(0, episodes, chunk):
             n = min(chunk, episodes - first)
             if agent is None:

@@ -91,3 +91,31 @@ def test_a_real_measurement_fails_on_a_planted_slowdown_and_passes_on_the_code()
     as_is = compare.vec_env_vs_step_batch(rounds=5)
     assert compare.compare(BASELINE, {name: as_is})[1] == [], as_is
     assert slowed < 0.75 * as_is
+
+
+def test_a_figure_below_its_floor_is_measured_again_and_regresses_only_twice():
+    values = {k: f["value"] for k, f in BASELINE.items()}
+    name = sorted(BASELINE)[0]
+    low = BASELINE[name]["value"] * (1 - BASELINE[name]["tolerance"]) * 0.9
+    groups_of = {k: "group_" + k for k in values}
+    asked = []
+
+    def again(value):
+        def remeasure(groups):
+            asked.append(groups)
+            return {name: value}
+        return remeasure
+
+    # a passing disturbance: the second measurement is fine, so no regression
+    out = compare.confirm(BASELINE, {**values, name: low}, groups_of,
+                          again(values[name]), progress=None)
+    assert asked == [{"group_" + name}] and compare.compare(BASELINE, out)[1] == []
+    # below its floor both times: a regression, reported at the better of the two
+    out = compare.confirm(BASELINE, {**values, name: low}, groups_of, again(low * 0.5),
+                          progress=None)
+    regressions = compare.compare(BASELINE, out)[1]
+    assert out[name] == low and len(regressions) == 1 and name in regressions[0]
+    # nothing below a floor: nothing measured again
+    asked.clear()
+    assert compare.confirm(BASELINE, values, groups_of, again(0.0), progress=None) == values
+    assert asked == []

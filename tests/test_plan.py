@@ -59,8 +59,6 @@ def test_particle_update_equals_python_twin(red_set, leaderboard):
         fallbacks += exact == 0
         assert np.array_equal(c.particle_states(), ref.states())
     assert fallbacks >= 1 and c.counters()["fallbacks"] == fallbacks == ref.fallbacks
-    # the particles did diverge: not all copies of one state
-    assert len({bytes(s[:CAGE2_STATE_RNG_OFFSET]) for s in c.particle_states()}) > 1 or red_set != 7
 
 
 def _greedy_episode(planner, red, seed, steps=100, key=0, red_set=None, count=True):

@@ -598,9 +598,9 @@ class PlanSettings(Settings):
     """Particles of the belief."""
     plan_candidates: int = setting(4, check=_plan_limit("candidates", 1))
     """Candidate actions searched per decision (the policy's top ones; 1: greedy only)."""
-    plan_rollouts: int = setting(24, check=_plan_limit("rollouts", 0))
+    plan_rollouts: int = setting(64, check=_plan_limit("rollouts", 0))
     """Rollouts per candidate per decision (paired across candidates)."""
-    plan_depth: int = setting(10, check=_plan_limit("depth", 1))
+    plan_depth: int = setting(15, check=_plan_limit("depth", 1))
     """Steps per rollout, the candidate included."""
     plan_time_ms: float = setting(45.0, check=_plan_time, metavar="MS")
     """Time limit of one decision in milliseconds (0: none); rollouts stop there."""

@@ -33,8 +33,8 @@ class PlanBudget:
     bench/test_bench_plan.py)."""
     particles: int = 1000
     candidates: int = 4
-    rollouts: int = 24
-    depth: int = 10
+    rollouts: int = 64
+    depth: int = 15
     time_ms: float = 45.0
     seed: int = 0
     leaf_value: bool = True

@@ -162,6 +162,7 @@ class PlanningPolicy:
                             f"{', '.join(PLAN_REDS + tuple(_RED_BITS))})")
         self.red = red
         self.leaderboard = is_leaderboard(backend)
+        self.workflow = workflow
         if policy is None:
             if checkpoint is None:
                 raise UserError("PlanningPolicy needs a checkpoint")

@@ -1,6 +1,7 @@
 # Bindings of the compiled core. Each entry point checks dtype, contiguity and shape once, then runs
 # the C routine without the GIL. The C side never allocates: every array belongs to the caller.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy
 
 cdef extern from "wfrl_types.h":
     int WFRL_OBS_DIM
@@ -165,9 +166,16 @@ cdef class TrajectoryBuffer:
 # ------------------------------------------------------------------------------------------
 # Compiled CAGE2 (csrc/wfrl_cage2.h)
 
+cdef extern from "wfrl_rng.h" nogil:
+    ctypedef struct wfrl_rng:
+        uint64_t s[4]
+    void wfrl_rng_seed(wfrl_rng *r, uint64_t seed)
+
 cdef extern from "wfrl_cage2.h" nogil:
     ctypedef struct wfrl_cage2:
         int32_t t
+        wfrl_rng rng
+        uint8_t comp[13]
         uint8_t ot_running
         uint8_t decoys[13]
         uint8_t n_vsftpd[13]
@@ -1250,3 +1258,171 @@ def compliance_step_batch(const int32_t[::1] actions, const uint8_t[:, ::1] red_
         wfrl_compliance_step_batch(n, &actions[0], &red_access[0, 0], &rank[0, 0],
                                    &count_foothold[0], &lam[0], &done[0], &fixes[0],
                                    &compliant[0], &bonus[0])
+
+
+# ------------------------------------------------------------------------------------------
+# Decision-time search over a particle belief (csrc/wfrl_plan.h)
+
+cdef extern from "wfrl_plan.h" nogil:
+    int WFRL_PLAN_MAX_PARTICLES
+    int WFRL_PLAN_MAX_CANDIDATES
+    int WFRL_PLAN_MAX_ROLLOUTS
+    int WFRL_PLAN_MAX_DEPTH
+    int WFRL_PLAN_RED_BLINE
+    int WFRL_PLAN_RED_MEANDER
+    int WFRL_PLAN_RED_SLEEP
+    ctypedef struct wfrl_plan_budget:
+        int32_t particles, candidates, rollouts, depth
+        double time_limit_ms, z
+        int32_t leaf_value
+        uint64_t seed
+    ctypedef struct wfrl_plan_info:
+        int32_t greedy, chosen, n_candidates, vetoed, rounds, timed_out
+        double elapsed_ms, gain
+    ctypedef struct wfrl_planner:
+        wfrl_cage2 *parts
+        int32_t t, horizon, last_survivors
+        int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts
+    int wfrl_plan_check(const wfrl_plan_budget *b)
+    size_t wfrl_plan_bytes(const wfrl_plan_budget *b)
+    wfrl_planner *wfrl_plan_init(void *block, const wfrl_plan_budget *b, const wfrl_policy *p)
+    void wfrl_plan_reset(wfrl_planner *pl, int red_set, int leaderboard, uint64_t key,
+                         int horizon)
+    int wfrl_plan_observe(wfrl_planner *pl, int action, const float *obs)
+    int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uint8_t *access,
+                         wfrl_plan_info *info)
+    int wfrl_plan_count_state(const wfrl_planner *pl, const wfrl_cage2 *truth)
+    size_t offsetof_rng "offsetof(wfrl_cage2, rng)"
+
+PLAN_RED_BLINE = WFRL_PLAN_RED_BLINE
+PLAN_RED_MEANDER = WFRL_PLAN_RED_MEANDER
+PLAN_RED_SLEEP = WFRL_PLAN_RED_SLEEP
+PLAN_LIMITS = {"particles": WFRL_PLAN_MAX_PARTICLES, "candidates": WFRL_PLAN_MAX_CANDIDATES,
+               "rollouts": WFRL_PLAN_MAX_ROLLOUTS, "depth": WFRL_PLAN_MAX_DEPTH}
+CAGE2_STATE_BYTES = sizeof(wfrl_cage2)
+CAGE2_STATE_RNG_OFFSET = offsetof_rng      # bytes before the env's RNG: its state without it
+_PLAN_BUDGET_ERRORS = {
+    1: f"particles must lie in 1..{WFRL_PLAN_MAX_PARTICLES}",
+    2: f"candidates must lie in 1..{WFRL_PLAN_MAX_CANDIDATES}",
+    3: f"rollouts must lie in 0..{WFRL_PLAN_MAX_ROLLOUTS}",
+    4: f"depth must lie in 1..{WFRL_PLAN_MAX_DEPTH}",
+    5: "time_limit_ms must lie in [0, 1e7] (0: no limit)",
+    6: "z must be a non-negative number"}
+
+
+def cage2_state(Cage2Sim sim, Py_ssize_t i):
+    """The raw state of env i of sim (bytes, CAGE2_STATE_BYTES long; its RNG is the tail from
+    CAGE2_STATE_RNG_OFFSET on)."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    return (<char *>e)[:sizeof(wfrl_cage2)]
+
+
+def set_cage2_state(Cage2Sim sim, Py_ssize_t i, bytes state):
+    """Overwrite env i of sim with a raw state from cage2_state."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    _need(len(state) == sizeof(wfrl_cage2), f"a state has {sizeof(wfrl_cage2)} bytes")
+    memcpy(e, <const char *>state, sizeof(wfrl_cage2))
+
+
+def set_cage2_comp(Cage2Sim sim, Py_ssize_t i, const uint8_t[::1] comp):
+    """Overwrite env i's blue table (0 no, 1 unknown, 2 user, 3 privileged per host)."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    _need(comp.shape[0] == WFRL_N_HOSTS, "comp must have 13 entries")
+    cdef Py_ssize_t h
+    for h in range(WFRL_N_HOSTS):
+        _need(comp[h] <= 3, "comp entries lie in 0..3")
+        e.comp[h] = comp[h]
+
+
+def seed_cage2_rng(Cage2Sim sim, Py_ssize_t i, uint64_t seed):
+    """Reseed env i's own RNG (wfrl_rng_seed), leaving the rest of its state as it is."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    wfrl_rng_seed(&e.rng, seed)
+
+
+cdef class Planner:
+    """The compiled planner (csrc/wfrl_plan.h) for one policy: a particle belief over the
+    simulator's state and paired-rollout search over the policy's top candidates. All its memory
+    is one block allocated here, once."""
+    cdef wfrl_planner *pl
+    cdef readonly Policy policy
+    cdef readonly int particles, candidates, rollouts, depth
+    cdef readonly double time_limit_ms, z
+    cdef readonly uint64_t seed
+    cdef readonly bint leaf_value
+    cdef object _storage
+
+    def __cinit__(self, Policy policy, int particles, int candidates, int rollouts, int depth,
+                  double time_limit_ms, uint64_t seed, bint leaf_value=True, double z=1.0):
+        cdef wfrl_plan_budget b
+        b.particles, b.candidates, b.rollouts, b.depth = particles, candidates, rollouts, depth
+        b.time_limit_ms, b.z, b.leaf_value, b.seed = time_limit_ms, z, leaf_value, seed
+        cdef int code = wfrl_plan_check(&b)
+        if code:
+            raise ValueError(_PLAN_BUDGET_ERRORS[code])
+        self.policy = policy
+        self.particles, self.candidates, self.rollouts, self.depth = \
+            particles, candidates, rollouts, depth
+        self.time_limit_ms, self.z, self.seed, self.leaf_value = time_limit_ms, z, seed, leaf_value
+        self._storage = np.zeros(wfrl_plan_bytes(&b) + 64, np.uint8)
+        self.pl = wfrl_plan_init(_aligned(self._storage), &b, &policy.p)
+        wfrl_plan_reset(self.pl, WFRL_PLAN_RED_BLINE, 0, 0, WFRL_EP_LEN)
+
+    def reset(self, int red_set, bint leaderboard=False, uint64_t key=0, int horizon=WFRL_EP_LEN):
+        """Start an episode: particles drawn from the red kinds in red_set (PLAN_RED_* bits),
+        playing by the leaderboard's code if asked; key with the seed fixes the random streams."""
+        _need(0 < red_set < 8, "red_set: a non-empty combination of PLAN_RED_* bits")
+        _need(1 <= horizon <= WFRL_EP_LEN, f"horizon must lie in [1, {WFRL_EP_LEN}]")
+        wfrl_plan_reset(self.pl, red_set, leaderboard, key, horizon)
+
+    def observe(self, int action, const float[::1] obs):
+        """The belief update after `action` led to `obs`; returns the exact survivors (0: the
+        fallback rule kept the nearest particles)."""
+        _need(0 <= action < WFRL_N_ACTIONS, f"action {action} outside [0, {WFRL_N_ACTIONS})")
+        _need(obs.shape[0] == WFRL_OBS_DIM, "observe: obs must have 52 entries")
+        cdef int n
+        with nogil:
+            n = wfrl_plan_observe(self.pl, action, &obs[0])
+        return n
+
+    def decide(self, const float[::1] obs, const uint8_t[::1] red_access=None):
+        """The action for obs → (action, greedy action, candidates searched, vetoed, rounds,
+        timed out, elapsed ms, gain). red_access: only read by a policy with the truth input."""
+        _need(obs.shape[0] == WFRL_OBS_DIM, "decide: obs must have 52 entries")
+        _need(red_access is None or red_access.shape[0] == WFRL_N_HOSTS,
+              "decide: red_access must have 13 entries")
+        _need(red_access is not None or not self.policy.p.truth,
+              "decide: a policy with the truth input needs red_access")
+        cdef const uint8_t *ra = NULL if red_access is None else &red_access[0]
+        cdef wfrl_plan_info info
+        cdef int a
+        with nogil:
+            a = wfrl_plan_decide(self.pl, &obs[0], ra, &info)
+        return (a, info.greedy, info.n_candidates, info.vetoed, info.rounds, bool(info.timed_out),
+                info.elapsed_ms, info.gain)
+
+    def particle_states(self):
+        """Copies of the particles' raw states: uint8 [N, CAGE2_STATE_BYTES]."""
+        out = np.empty((self.particles, sizeof(wfrl_cage2)), np.uint8)
+        cdef uint8_t[:, ::1] ov = out
+        memcpy(&ov[0, 0], self.pl.parts, self.particles * sizeof(wfrl_cage2))
+        return out
+
+    def count_state(self, Cage2Sim sim, Py_ssize_t i=0):
+        """How many particles hold env i of sim's state (its RNG aside)."""
+        return wfrl_plan_count_state(self.pl, sim._env(i))
+
+    @property
+    def t(self):
+        return self.pl.t
+
+    @property
+    def last_survivors(self):
+        return self.pl.last_survivors
+
+    def counters(self):
+        """Totals over the planner's life: observed steps, fallbacks, decisions, decisions that
+        left the greedy action, vetoed candidates, decisions stopped by the time limit."""
+        return {"observed": self.pl.n_observed, "fallbacks": self.pl.n_fallbacks,
+                "decisions": self.pl.n_decisions, "switches": self.pl.n_switches,
+                "vetoes": self.pl.n_vetoes, "timeouts": self.pl.n_timeouts}

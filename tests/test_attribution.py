@@ -12,6 +12,7 @@ from wfrl.attribution import (IMPACT, N_COLUMNS, N_HOSTS, OTHER, PRIVILEGED_COST
                               format_costs, step_costs, summarise)
 from wfrl.cage2_eval import cage2_evaluate, format_table
 from wfrl.cli import main
+from wfrl.plan import PlanBudget
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
 SHIPPED = "pretrained:critical_first"
@@ -115,4 +116,12 @@ def test_cli_flag(capsys):
     assert rc == 0
     res = json.loads(out)
     assert all("cost" in r for r in res["settings"])
+    _check_split(res)
+
+
+def test_split_of_planned_episodes():
+    res = cage2_evaluate({"all": SHIPPED}, episodes=2, reds=("B_lineAgent",), lengths=(30,),
+                         attribute=True, plan=(PlanBudget(particles=50, rollouts=4, depth=3),
+                                               "mixture"))
+    assert res["policy"] == "plan" and "decision_ms" in res["settings"][0]
     _check_split(res)

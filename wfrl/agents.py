@@ -195,8 +195,7 @@ def _worker(spec, conn, clock):
                                     observer=recorder)
             finally:
                 backend.close()
-            if recorder is not None:
-                res = (*res, recorder.costs)
+            res = (*res, np.zeros(0), None if recorder is None else recorder.costs)
             conn.send(("done", tid, res))
     except UserError as exc:
         conn.send(("error", None, str(exc)))

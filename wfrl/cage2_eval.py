@@ -17,6 +17,7 @@ policy made no fix at all, e.g. against SleepAgent); the per-episode mean of the
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import os
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -96,27 +97,38 @@ class _Task:
     n: int
     greedy: bool
     attribute: bool = False
+    plan: tuple | None = None     # (wfrl.plan.PlanBudget, plan red) with --plan
 
 
 def _run_task(task: _Task):
-    """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance), and
-    with `attribute` the episodes' cost vectors [n, wfrl.attribution.N_COLUMNS] after them."""
+    """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
+    per-decision times in ms (empty without --plan), the episodes' cost vectors
+    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None)."""
     from wfrl.attribution import CostRecorder
     from wfrl.envs import make_backend
-    from wfrl.evaluate import play
+    from wfrl.evaluate import play, play_with_plan
     from wfrl.workflow import Workflow
     recorder = CostRecorder() if task.attribute else None
     backend = make_backend(task.backend, task.red, seed=task.seed)
+    episodes = range(task.first, task.first + task.n)
+    wf = Workflow.parse(task.workflow)
+    times = np.zeros(0)
     try:
-        stats = play(backend, task.weights, task.net, Workflow.parse(task.workflow), task.lam,
-                     task.foothold, range(task.first, task.first + task.n), task.seed,
-                     task.greedy, horizon=task.steps, observer=recorder)
+        if task.plan is not None:
+            stats, search = play_with_plan(task.backend, backend, task.weights, task.net, wf,
+                                           task.lam, task.foothold, episodes, task.seed,
+                                           task.plan[0], task.plan[1], horizon=task.steps,
+                                           observer=recorder)
+            times = np.asarray(search.times_ms)
+        else:
+            stats = play(backend, task.weights, task.net, wf, task.lam, task.foothold, episodes,
+                         task.seed, task.greedy, horizon=task.steps, observer=recorder)
     finally:
         backend.close()
-    out = (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
-           np.array([s.compliant_fixes for s in stats]),
-           np.array([s.compliance for s in stats]))
-    return out if recorder is None else (*out, recorder.costs)
+    return (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
+            np.array([s.compliant_fixes for s in stats]),
+            np.array([s.compliance for s in stats]), times,
+            None if recorder is None else recorder.costs)
 
 
 def _policy_for(red: str, checkpoints: dict) -> str:
@@ -153,12 +165,14 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
                    progress=None, agent: str | None = None, action_timeout: float = 30.0,
                    episode_timeout: float = 600.0, on_setting=None,
-                   attribute: bool = False) -> dict:
+                   attribute: bool = False, plan=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
     under `workflow`). on_setting(partial result), if given, runs after every finished setting.
     attribute: each setting also reports its mean return split by host and cause ("cost",
     wfrl.attribution.summarise), on the same episodes.
+    plan: (wfrl.plan.PlanBudget, plan red) to play the greedy policy improved by decision-time
+    search (per setting then also the per-decision time median/p95/max in ms).
     Returns the JSON-ready result (see `format_table`); a failure raises EvaluationFailed, whose
     `partial` holds the finished settings."""
     from wfrl.envs.base import backend_engine, check_backend
@@ -184,14 +198,16 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             if agent is None:
                 weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
                 tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
-                                       base + first, n, greedy, attribute)))
+                                       base + first, n, greedy, attribute, plan)))
             else:
                 tasks.append((k, (k, backend, red, steps, seed, base + first, n, workflow,
                                   attribute)))
     if n_workers is None:
         n_workers = min(2, os.cpu_count() or 1) if backend_engine(backend) == "cyborg" else 1
     head = {"backend": backend, "episodes": episodes, "seed": seed,
-            "policy": "agent" if agent else ("greedy" if greedy else "sampling"),
+            "policy": "agent" if agent else ("plan" if plan else
+                                             ("greedy" if greedy else "sampling")),
+            **({"plan": {**dataclasses.asdict(plan[0]), "red": plan[1]}} if plan else {}),
             **({"agent": agent, "workflow": workflow} if agent else {})}
     parts: dict[int, list] = {k: [] for k in range(len(settings))}
     left = {k: sum(1 for kk, _ in tasks if kk == k) for k in range(len(settings))}
@@ -249,10 +265,11 @@ class EvaluationFailed(UserError):
 def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
+    times = np.concatenate([c[4] for c in chunks if len(c) > 4] or [np.zeros(0)])
     cost = None
-    if len(chunks[0]) > 4:
+    if all(len(c) > 5 and c[5] is not None for c in chunks):
         from wfrl.attribution import summarise
-        cost = summarise(np.concatenate([c[4] for c in chunks]))
+        cost = summarise(np.concatenate([c[5] for c in chunks]))
     n_fix = int(fixes.sum())
     measured = not np.isnan(ep_comp).any()
     ref = reference_for(backend)
@@ -267,6 +284,9 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
         "winner": ref["winner"].get((red, steps)),
         "best_entry": ref["best"].get((red, steps)),
         ("agent" if is_agent else "checkpoint"): source,
+        **({"decision_ms": {"median": round(float(np.median(times)), 3),
+                            "p95": round(float(np.percentile(times, 95)), 3),
+                            "max": round(float(times.max()), 3)}} if times.size else {}),
         **({"cost": cost} if cost is not None else {}),
     }
 

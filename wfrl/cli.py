@@ -201,6 +201,8 @@ def _add_viewer(sub):
     p.add_argument("--steps", type=_int, default=100, help="blue steps (default: 100)")
     p.add_argument("--html", required=True, metavar="FILE", help="the page to write")
     episode_flags(p)
+    from wfrl.config import PlanSettings
+    _add_settings(p, (PlanSettings,))
     r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
                                       "posterior and feasibility, a replay of its best policy")
     r.add_argument("run_dir", metavar="RUN_DIR")
@@ -210,9 +212,14 @@ def _add_viewer(sub):
 
 
 def _cmd_replay(a) -> int:
+    from wfrl.config import PlanSettings
     from wfrl.replay import record_episode, replay_html, write_page
+    plan = PlanSettings(**_given(a, _names(PlanSettings))).validate()
+    if plan.plan and a.checkpoint is None:
+        raise UserError("--plan searches around a checkpoint's policy: give --checkpoint")
     data = record_episode(a.backend, a.red_agent, a.seed, a.episode, a.steps,
-                          checkpoint=a.checkpoint, agent=a.agent, workflow=a.workflow)
+                          checkpoint=a.checkpoint, agent=a.agent, workflow=a.workflow,
+                          plan=(plan.plan_budget(), plan.plan_red) if plan.plan else None)
     write_page(a.html, replay_html(data))
     print(f"wrote {a.html}: {len(data['steps'])} steps, return {data['return']:.1f}")
     return 0
@@ -331,6 +338,7 @@ def _cmd_eval_cage2(a, given) -> int:
                              action_timeout=cfg.action_timeout,
                              episode_timeout=cfg.episode_timeout, on_setting=save,
                              attribute=cfg.attribute,
+                             plan=(cfg.plan_budget(), cfg.plan_red) if cfg.plan else None,
                              progress=None if a.json else (lambda line: print(
                                  line, file=sys.stderr, flush=True)))
     except EvaluationFailed as exc:   # the finished settings, then the one-line error
@@ -358,16 +366,23 @@ def _cmd_eval(a) -> int:
     res = evaluate(cfg)
     if a.json:
         g = res["greedy"]
+        other = "plan" if "plan" in res else "sampling"
         print(json.dumps({"mean": g["mean"], "se": g["se"], "n": g["n"],
                           "compliance": g["compliance"], "policy": "greedy",
-                          "sampling": res["sampling"], "workflow": res["workflow"],
+                          other: res[other], "workflow": res["workflow"],
                           "backend": res["backend"], "red_agent": res["red_agent"]}))
     else:
         print(f"workflow {res['workflow']} on {res['backend']} vs {res['red_agent']}")
-        for mode in ("greedy", "sampling"):
+        for mode in ("greedy", "plan" if "plan" in res else "sampling"):
             s = res[mode]
             print(f"  {mode:8s} return {s['mean']:9.2f} ± {s['se']:.2f} (n={s['n']})  "
                   f"compliance {s['compliance']:.3f}  fixes/episode {s['fixes']:.2f}")
+        if "plan" in res:
+            q = res["plan"]["search"]
+            print(f"  search: {q['decisions']} decisions, {q['switch_rate']} left greedy, "
+                  f"ms median {q['ms_median']} p95 {q['ms_p95']} max {q['ms_max']}, "
+                  f"{q['timeouts']} timed out, belief quality {q['belief_quality']}, "
+                  f"fallback rate {q['fallback_rate']}")
     return 0
 
 

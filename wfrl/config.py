@@ -568,8 +568,58 @@ RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": Fal
 # Evaluation, parity and benchmarks
 
 
+def _plan_red(name, value):
+    from wfrl.plan import PLAN_REDS
+    from wfrl.envs.base import RED_AGENTS
+    check_choice("plan red", value, PLAN_REDS + RED_AGENTS)
+
+
+def _plan_limit(key: str, low: int):
+    def check(name, value):
+        from wfrl._core import PLAN_LIMITS
+        if not low <= value <= PLAN_LIMITS[key]:
+            raise UserError(f"{flag_name(name)} must lie in {low}..{PLAN_LIMITS[key]} "
+                            f"(got {value})")
+    return check
+
+
+def _plan_time(name, value):
+    if not 0 <= value <= 1e7:
+        raise UserError(f"{flag_name(name)} must lie in [0, 1e7] ms, 0 for no limit (got {value})")
+
+
 @dataclass
-class EvalConfig(Settings):
+class PlanSettings(Settings):
+    """Decision-time search (wfrl.plan): the budget of every decision."""
+    plan: bool = False
+    """Improve the greedy policy by decision-time search: a particle belief over the simulator's
+    state and paired rollouts of the policy's top candidates (wfrl.plan)."""
+    plan_particles: int = setting(1000, check=_plan_limit("particles", 1))
+    """Particles of the belief."""
+    plan_candidates: int = setting(4, check=_plan_limit("candidates", 1))
+    """Candidate actions searched per decision (the policy's top ones; 1: greedy only)."""
+    plan_rollouts: int = setting(64, check=_plan_limit("rollouts", 0))
+    """Rollouts per candidate per decision (paired across candidates)."""
+    plan_depth: int = setting(15, check=_plan_limit("depth", 1))
+    """Steps per rollout, the candidate included."""
+    plan_time_ms: float = setting(45.0, check=_plan_time, metavar="MS")
+    """Time limit of one decision in milliseconds (0: none); rollouts stop there."""
+    plan_seed: int = setting(0, check=seed_range)
+    """Seed of the planner's random streams (with each episode's own seed)."""
+    plan_red: str = setting("mixture", check=_plan_red,
+                            metavar="mixture|known|B_lineAgent|RedMeanderAgent|SleepAgent")
+    """Red kinds of the particles: mixture (B_line, Meander, Sleep in equal shares), known (the
+    episode's red, as the evaluation names it) or one red agent."""
+    plan_leaf_value: bool = True
+    """Add the critic's value at a rollout's last observation."""
+
+    def plan_budget(self):
+        from wfrl.plan import PlanBudget
+        return PlanBudget.from_settings(self)
+
+
+@dataclass
+class EvalConfig(PlanSettings):
     """Evaluating a checkpoint (`wfrl eval`)."""
     checkpoint: str | None = None
     """Checkpoint file, or pretrained:NAME for a policy shipped with wfrl."""
@@ -591,7 +641,7 @@ class EvalConfig(Settings):
 
 
 @dataclass
-class Cage2EvalConfig(Settings):
+class Cage2EvalConfig(PlanSettings):
     """The CAGE Challenge 2 evaluation protocol (`wfrl eval --cage2`)."""
     checkpoint: str | None = None
     """The policy for every red (a file or pretrained:NAME)."""
@@ -635,6 +685,9 @@ class Cage2EvalConfig(Settings):
             raise UserError(f"--out {self.out}: its directory does not exist")
         if self.agent and self.sampling:
             raise UserError("--sampling applies to checkpoints; an agent chooses its own actions")
+        if self.plan and (self.agent or self.sampling):
+            raise UserError("--plan searches around a checkpoint's greedy policy: not with "
+                            "--agent or --sampling")
         if not (has_ck or self.agent):
             raise UserError("--cage2 needs --checkpoint (or --checkpoint-b-line and "
                             "--checkpoint-meander) or --agent MODULE:FACTORY")

@@ -59,6 +59,22 @@ def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episod
     return run_episodes(backend, policy, episodes, seed, horizon=horizon, observer=observer)
 
 
+def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: float,
+                   foothold: bool, episodes, seed: int, budget, red: str = "mixture",
+                   horizon: int = EP_LEN, observer=None) -> tuple[list, object]:
+    """EpisodeStats of global episodes `episodes` played by the greedy policy improved by
+    decision-time search on `backend` (named backend_name, whose CybORG code the particles play
+    by; budget: a wfrl.plan.PlanBudget; red: the particles' red kinds), and the search's own
+    statistics (a wfrl.plan.PlanStats); observer as in wfrl.collect.rollout.run_episodes."""
+    from wfrl.plan import PlanningPolicy, PlanStats, play_planned
+    policy = make_policy(weights, net, wf, lam, foothold, greedy=True)
+    planning = PlanningPolicy(backend=backend_name, budget=budget, red=red, policy=policy)
+    stats = PlanStats()
+    out = play_planned(backend, planning, wf, lam, foothold, episodes, seed, horizon, stats,
+                       observer=observer)
+    return out, stats
+
+
 def summarise(stats) -> dict:
     r = np.array([s.env_return for s in stats], dtype=np.float64)
     n = len(r)
@@ -68,7 +84,8 @@ def summarise(stats) -> dict:
 
 
 def evaluate(cfg: EvalConfig) -> dict:
-    """Returns {'greedy': {...}, 'sampling': {...}, 'workflow': ...}; each has mean, se, n,
+    """Returns {'greedy': {...}, 'sampling': {...}, 'workflow': ...} ('plan' in place of
+    'sampling' with --plan, with the search's statistics under 'search'); each has mean, se, n,
     compliance and fixes. Both modes play the same env seeds (paired)."""
     cfg.validate()
     ck = load_checkpoint(cfg.checkpoint)
@@ -79,7 +96,13 @@ def evaluate(cfg: EvalConfig) -> dict:
     backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
     try:
         out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
-        for mode in ("greedy", "sampling"):
+        for mode in ("greedy", "plan" if cfg.plan else "sampling"):
+            if mode == "plan":
+                stats, search = play_with_plan(cfg.backend, backend, weights, net, wf, lam,
+                                               foothold, range(cfg.episodes), cfg.seed,
+                                               cfg.plan_budget(), cfg.plan_red)
+                out[mode] = {**summarise(stats), "search": search.summary()}
+                continue
             out[mode] = summarise(play(backend, weights, net, wf, lam, foothold, range(cfg.episodes),
                                        cfg.seed, greedy=(mode == "greedy")))
     finally:

@@ -59,11 +59,35 @@ class _CheckpointAgent:
         self.actor.begin(0)
 
 
+class _PlanningAgent:
+    """A checkpoint's greedy policy improved by decision-time search (wfrl.plan) behind the agent
+    interface; each episode's planner streams are keyed by its number within the replay."""
+
+    def __init__(self, path: str, workflow: str | None, backend: str, red_agent: str, plan):
+        from wfrl.plan import PlanningPolicy
+        budget, self.red = plan
+        self.policy = PlanningPolicy(path, backend, budget, self.red, workflow)
+        self.workflow = self.policy.workflow
+        self.red_agent = red_agent
+        self.episode = 0
+        self.policy.reset(red_agent, key=0)
+
+    def get_action(self, observation, action_space):
+        return self.policy.act(np.asarray(observation, np.float32))
+
+    def end_episode(self):
+        self.episode += 1
+        self.policy.reset(self.red_agent, key=self.episode)
+
+
 def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int = 153,
                    episode: int = 0, steps: int = 100, checkpoint: str | None = None,
-                   agent: str | None = None, workflow: str | None = None) -> dict:
+                   agent: str | None = None, workflow: str | None = None,
+                   plan: tuple | None = None) -> dict:
     """One episode (global number `episode`, seeds as every wfrl evaluation derives them from
-    (seed, episode)) of a checkpoint or an agent, step by step (see the module docstring)."""
+    (seed, episode)) of a checkpoint or an agent, step by step (see the module docstring).
+    plan: (wfrl.plan.PlanBudget, plan red) to play the checkpoint's greedy policy improved by
+    decision-time search."""
     from wfrl.agents import make_agent, play_episodes
     from wfrl.envs import make_backend
     from wfrl.envs.base import check_backend, check_red_agent
@@ -74,7 +98,12 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         raise UserError("give one of --checkpoint or --agent")
     if steps < 1:
         raise UserError(f"--steps must be positive (got {steps})")
-    if checkpoint is not None:
+    if plan is not None and checkpoint is None:
+        raise UserError("--plan searches around a checkpoint's policy: give --checkpoint")
+    if checkpoint is not None and plan is not None:
+        player = _PlanningAgent(checkpoint, workflow, backend, red_agent, plan)
+        workflow, who = player.workflow, f"checkpoint {checkpoint} with decision-time search"
+    elif checkpoint is not None:
         player = _CheckpointAgent(checkpoint, workflow)
         workflow, who = player.workflow, f"checkpoint {checkpoint}"
     else:

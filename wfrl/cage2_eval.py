@@ -131,6 +131,13 @@ def _run_task(task: _Task):
             None if recorder is None else recorder.costs)
 
 
+def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
+    """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
+    it (wfrl.checkpoint.policy_of_checkpoint; imported here when needed: it brings torch)."""
+    from wfrl.checkpoint import policy_of_checkpoint as load
+    return load(path, workflow)
+
+
 def _policy_for(red: str, checkpoints: dict) -> str:
     """Which checkpoint plays against `red`: the per-red one if given, else the general one
     (SleepAgent: the general one, else B_line's)."""
@@ -143,21 +150,6 @@ def _policy_for(red: str, checkpoints: dict) -> str:
         return checkpoints["b_line"]
     raise UserError(f"no checkpoint for {red}: give --checkpoint (or --checkpoint-b-line and "
                     "--checkpoint-meander)")
-
-
-def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
-    """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
-    it: its own workflow unless `workflow` is given (checked either way)."""
-    from wfrl.evaluate import weights_from_checkpoint
-    from wfrl.runlog import load_checkpoint
-    from wfrl.workflow import Workflow
-    ck = load_checkpoint(path)
-    weights, net = weights_from_checkpoint(ck)
-    cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
-    wf = workflow or ck["workflow"]
-    Workflow.parse(wf)
-    return (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
-            bool(cfg.get("count_foothold", False)))
 
 
 def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episodes: int = 1000,

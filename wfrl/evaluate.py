@@ -1,54 +1,14 @@
 """Evaluate a checkpoint: greedy and sampling policy, mean ± standard error of the env return."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+from wfrl.checkpoint import net_from_checkpoint, weights_from_checkpoint  # noqa: F401
 from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.config import EvalConfig
 from wfrl.envs import EP_LEN, make_backend
-from wfrl.errors import UserError
-from wfrl.ppo.netspec import NetSpec
-from wfrl.ppo.policy import ActorCritic
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
-
-
-def net_from_checkpoint(ck: dict) -> NetSpec:
-    """The network a checkpoint's weights belong to: its recorded NetSpec (checkpoints written
-    before memory and masks existed record only the hidden width: the observation-only net; those
-    written before the truth input existed have none)."""
-    spec = ck.get("net", {"hidden": ck.get("hidden")})
-    if not isinstance(spec, dict):
-        raise UserError("checkpoint's 'net' entry is not a mapping")
-    known = {f.name for f in dataclasses.fields(NetSpec)}
-    unknown = sorted(set(spec) - known)
-    if unknown:
-        raise UserError(f"the checkpoint's policy expects input features this wfrl does not "
-                        f"provide: {', '.join(unknown)}")
-    try:
-        net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
-                      mask=bool(spec.get("mask", False)),
-                      truth_input=bool(spec.get("truth_input", False)))
-    except (KeyError, TypeError, ValueError):
-        raise UserError("checkpoint's network description is damaged") from None
-    if net.hidden < 1:
-        raise UserError(f"checkpoint's network has hidden width {net.hidden}")
-    return net
-
-
-def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, NetSpec]:
-    """(flat weights, NetSpec) of a checkpoint's actor-critic."""
-    net = net_from_checkpoint(ck)
-    model = ActorCritic(net.hidden, net.in_dim)
-    try:
-        model.load_state_dict(ck["model"])
-    except (RuntimeError, KeyError, TypeError, AttributeError) as exc:
-        raise UserError("checkpoint weights do not fit the policy it describes "
-                        f"({net.in_dim} inputs, hidden {net.hidden}): "
-                        f"{str(exc).splitlines()[0][:160]}") from None
-    return model.flat_weights(), net
 
 
 def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episodes, seed: int,

@@ -166,7 +166,7 @@ class PlanningPolicy:
         if policy is None:
             if checkpoint is None:
                 raise UserError("PlanningPolicy needs a checkpoint")
-            from wfrl.cage2_eval import policy_of_checkpoint
+            from wfrl.checkpoint import policy_of_checkpoint
             from wfrl.collect.rollout import make_policy
             from wfrl.workflow import Workflow
             weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint, workflow)

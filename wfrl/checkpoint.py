@@ -1,0 +1,62 @@
+"""A checkpoint's policy: its network description, its flat weights, and what the evaluation
+protocol plays it with. Below the evaluation and the planner, so both can load policies without
+importing each other."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from wfrl.errors import UserError
+from wfrl.ppo.netspec import NetSpec
+from wfrl.ppo.policy import ActorCritic
+from wfrl.runlog import load_checkpoint
+from wfrl.workflow import Workflow
+
+
+def net_from_checkpoint(ck: dict) -> NetSpec:
+    """The network a checkpoint's weights belong to: its recorded NetSpec (checkpoints written
+    before memory and masks existed record only the hidden width: the observation-only net; those
+    written before the truth input existed have none)."""
+    spec = ck.get("net", {"hidden": ck.get("hidden")})
+    if not isinstance(spec, dict):
+        raise UserError("checkpoint's 'net' entry is not a mapping")
+    known = {f.name for f in dataclasses.fields(NetSpec)}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise UserError(f"the checkpoint's policy expects input features this wfrl does not "
+                        f"provide: {', '.join(unknown)}")
+    try:
+        net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
+                      mask=bool(spec.get("mask", False)),
+                      truth_input=bool(spec.get("truth_input", False)))
+    except (KeyError, TypeError, ValueError):
+        raise UserError("checkpoint's network description is damaged") from None
+    if net.hidden < 1:
+        raise UserError(f"checkpoint's network has hidden width {net.hidden}")
+    return net
+
+
+def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, NetSpec]:
+    """(flat weights, NetSpec) of a checkpoint's actor-critic."""
+    net = net_from_checkpoint(ck)
+    model = ActorCritic(net.hidden, net.in_dim)
+    try:
+        model.load_state_dict(ck["model"])
+    except (RuntimeError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError("checkpoint weights do not fit the policy it describes "
+                        f"({net.in_dim} inputs, hidden {net.hidden}): "
+                        f"{str(exc).splitlines()[0][:160]}") from None
+    return model.flat_weights(), net
+
+
+def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
+    """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
+    it: its own workflow unless `workflow` is given (checked either way)."""
+    ck = load_checkpoint(path)
+    weights, net = weights_from_checkpoint(ck)
+    cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
+    wf = workflow or ck["workflow"]
+    Workflow.parse(wf)
+    return (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
+            bool(cfg.get("count_foothold", False)))

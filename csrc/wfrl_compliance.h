@@ -33,24 +33,31 @@ static inline double wfrl_compliance_rate(const wfrl_compliance *c)
     return c->fixes ? (double)c->compliant / c->fixes : 0.5;
 }
 
-/* Alignment reward of `action`, judged against red's access when it was chosen. */
-static inline float wfrl_compliance_step(wfrl_compliance *c, const wfrl_workflow *w, int action,
-                                         const uint8_t *red_access)
+/* A fix of host `target` is compliant given red's access: it fixes the highest-priority unit type
+ * red holds (or red holds nothing that counts). */
+static inline int wfrl_fix_compliant(const wfrl_workflow *w, int target, const uint8_t *red_access)
 {
-    const int target = wfrl_fix_target(action);
-    if (target < 0) return 0.0f;
     int top = WFRL_N_UNIT_TYPES;
     for (int h = 0; h < WFRL_N_HOSTS; ++h) {
         if (red_access[h] == 0 || (h == WFRL_USER0 && !w->count_foothold)) continue;
         const int r = w->rank[wfrl_host_type[h]];
         if (r < top) top = r;
     }
+    return top == WFRL_N_UNIT_TYPES || w->rank[wfrl_host_type[target]] == top;
+}
+
+/* Alignment reward of `action`, judged against red's access when it was chosen. */
+static inline float wfrl_compliance_step(wfrl_compliance *c, const wfrl_workflow *w, int action,
+                                         const uint8_t *red_access)
+{
+    const int target = wfrl_fix_target(action);
+    if (target < 0) return 0.0f;
     /* Before the first fix the rate is 0.5, so a compliant first fix earns λ/2 (the first-fix
      * bonus, wfrl/workflow.py); without it (--no-first-fix-bonus) the learner takes λ/2 off at
      * each episode's first fix. */
     const double before = wfrl_compliance_rate(c);
     c->fixes += 1;
-    if (top == WFRL_N_UNIT_TYPES || w->rank[wfrl_host_type[target]] == top) c->compliant += 1;
+    c->compliant += wfrl_fix_compliant(w, target, red_access);
     return (float)(w->lam * (wfrl_compliance_rate(c) - before));
 }
 

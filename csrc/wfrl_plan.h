@@ -269,41 +269,11 @@ static inline double wfrl_plan_now_ms(void)
 }
 
 /* The action `action` breaks the workflow rule given red's access (a fix that is not of the
- * highest-priority unit type red holds). */
+ * highest-priority unit type red holds; the rule of wfrl_compliance_step). */
 static inline int wfrl_plan_breaks(const wfrl_workflow *w, int action, const uint8_t *access)
 {
     const int target = wfrl_fix_target(action);
-    if (target < 0) return 0;
-    int top = WFRL_N_UNIT_TYPES;
-    for (int h = 0; h < WFRL_N_HOSTS; ++h) {
-        if (access[h] == 0 || (h == WFRL_USER0 && !w->count_foothold)) continue;
-        const int r = w->rank[wfrl_host_type[h]];
-        if (r < top) top = r;
-    }
-    return !(top == WFRL_N_UNIT_TYPES || w->rank[wfrl_host_type[target]] == top);
-}
-
-/* The policy input for obs after the memory update (into s->x); then logits and value. */
-static inline void wfrl_plan_forward(const wfrl_policy *p, const wfrl_memory *m, const float *obs,
-                                     const uint8_t *access, wfrl_scratch *s, float *value)
-{
-    memcpy(s->x, obs, WFRL_OBS_DIM * sizeof(float));
-    int k = WFRL_OBS_DIM;
-    if (p->memory) {
-        wfrl_memory_features(m, s->x + k);
-        k += WFRL_MEM_DIM;
-    }
-    if (p->truth) {
-        wfrl_truth_features(access, s->x + k);
-        k += WFRL_TRUTH_DIM;
-    }
-    memcpy(s->x + k, p->cond, WFRL_COND_DIM * sizeof(float));
-    wfrl_mlp_forward(p->weights, p->hidden, p->in_dim, s->x, s->logits, value, s->hidden);
-    if (p->mask) {
-        wfrl_memory_mask(m, s->allowed);
-        for (int i = 0; i < WFRL_N_ACTIONS; ++i)
-            if (!s->allowed[i]) s->logits[i] = WFRL_MASKED_LOGIT;
-    }
+    return target >= 0 && !wfrl_fix_compliant(w, target, access);
 }
 
 /* One rollout of `action` from particle `from` with RNG seed `seed`; returns its value. */
@@ -330,7 +300,7 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     if (pl->b.leaf_value && e->t < pl->horizon) {
         float value;
         wfrl_memory_update(&a->mem, obs);
-        wfrl_plan_forward(&pl->pol, &a->mem, obs, access, &pl->scratch, &value);
+        wfrl_policy_forward(&pl->pol, &a->mem, obs, access, &pl->scratch, &value);
         ret += value;
     }
     return ret;
@@ -349,7 +319,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     memset(&inf, 0, sizeof(inf));
     float value;
     wfrl_memory_update(&pl->mem, obs);
-    wfrl_plan_forward(&pl->pol, &pl->mem, obs, access ? access : zero_access, &pl->scratch,
+    wfrl_policy_forward(&pl->pol, &pl->mem, obs, access ? access : zero_access, &pl->scratch,
                       &value);
     /* top-K allowed actions by logit (ties: lower index first, as the argmax; a masked action
      * only if nothing else is allowed) */

@@ -65,16 +65,15 @@ static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
     wfrl_memory_begin(&a->mem);
 }
 
-/* Choose the action for obs with red's current access; returns it and its logp/value/bonus. */
-static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
-                                 const float *obs, const uint8_t *red_access, float *logp,
-                                 float *value, float *bonus)
+/* The policy's input for obs (memory m already updated with obs) into s->x, then its logits
+ * (masked with the policy's mask flag) into s->logits and its value. */
+static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *m, const float *obs,
+                                       const uint8_t *red_access, wfrl_scratch *s, float *value)
 {
-    wfrl_memory_update(&a->mem, obs);
     memcpy(s->x, obs, WFRL_OBS_DIM * sizeof(float));
     int k = WFRL_OBS_DIM;
     if (p->memory) {
-        wfrl_memory_features(&a->mem, s->x + k);
+        wfrl_memory_features(m, s->x + k);
         k += WFRL_MEM_DIM;
     }
     if (p->truth) {
@@ -84,10 +83,19 @@ static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scrat
     memcpy(s->x + k, p->cond, WFRL_COND_DIM * sizeof(float));
     wfrl_mlp_forward(p->weights, p->hidden, p->in_dim, s->x, s->logits, value, s->hidden);
     if (p->mask) {
-        wfrl_memory_mask(&a->mem, s->allowed);
+        wfrl_memory_mask(m, s->allowed);
         for (int i = 0; i < WFRL_N_ACTIONS; ++i)
             if (!s->allowed[i]) s->logits[i] = WFRL_MASKED_LOGIT;
     }
+}
+
+/* Choose the action for obs with red's current access; returns it and its logp/value/bonus. */
+static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
+                                 const float *obs, const uint8_t *red_access, float *logp,
+                                 float *value, float *bonus)
+{
+    wfrl_memory_update(&a->mem, obs);
+    wfrl_policy_forward(p, &a->mem, obs, red_access, s, value);
     const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
     wfrl_memory_acted(&a->mem, action);
     *bonus = wfrl_compliance_step(&a->comp, &p->wf, action, red_access);

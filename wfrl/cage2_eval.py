@@ -257,9 +257,9 @@ class EvaluationFailed(UserError):
 def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
-    times = np.concatenate([c[4] for c in chunks if len(c) > 4] or [np.zeros(0)])
+    times = np.concatenate([c[4] for c in chunks])
     cost = None
-    if all(len(c) > 5 and c[5] is not None for c in chunks):
+    if chunks[0][5] is not None:
         from wfrl.attribution import summarise
         cost = summarise(np.concatenate([c[5] for c in chunks]))
     n_fix = int(fixes.sum())

@@ -1281,6 +1281,8 @@ cdef extern from "wfrl_plan.h" nogil:
         double elapsed_ms, gain
     ctypedef struct wfrl_planner:
         wfrl_cage2 *parts
+        int32_t cand[16]
+        double *ret
         int32_t t, horizon, last_survivors
         int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts
     int wfrl_plan_check(const wfrl_plan_budget *b)
@@ -1292,6 +1294,7 @@ cdef extern from "wfrl_plan.h" nogil:
     int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uint8_t *access,
                          wfrl_plan_info *info)
     int wfrl_plan_count_state(const wfrl_planner *pl, const wfrl_cage2 *truth)
+    void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_policy *p)
     size_t offsetof_rng "offsetof(wfrl_cage2, rng)"
 
 PLAN_RED_BLINE = WFRL_PLAN_RED_BLINE
@@ -1346,6 +1349,7 @@ cdef class Planner:
     is one block allocated here, once."""
     cdef wfrl_planner *pl
     cdef readonly Policy policy
+    cdef readonly Policy rollout_policy
     cdef readonly int particles, candidates, rollouts, depth
     cdef readonly double time_limit_ms, z
     cdef readonly uint64_t seed
@@ -1407,6 +1411,33 @@ cdef class Planner:
         cdef uint8_t[:, ::1] ov = out
         memcpy(&ov[0, 0], self.pl.parts, self.particles * sizeof(wfrl_cage2))
         return out
+
+    def set_rollout_policy(self, Policy policy):
+        """Continue the rollouts with `policy` (greedy; its critic scores the leaves) instead of
+        the acting policy; with the truth input it reads each particle's true state."""
+        self.rollout_policy = policy
+        wfrl_plan_set_rollout_policy(self.pl, &policy.p)
+
+    def last_estimates(self, int n_candidates, int rounds):
+        """After decide: the searched candidates and their rollout values [K, rounds]."""
+        _need(0 <= n_candidates <= self.candidates and 0 <= rounds <= self.rollouts,
+              "last_estimates: counts outside the budget")
+        cand = np.array([self.pl.cand[c] for c in range(n_candidates)], np.int64)
+        vals = np.empty((n_candidates, rounds), np.float64)
+        for c in range(n_candidates):
+            for r in range(rounds):
+                vals[c, r] = self.pl.ret[c * self.rollouts + r]
+        return cand, vals
+
+    def set_particles_to(self, Cage2Sim sim, Py_ssize_t i=0):
+        """Every particle becomes env i of sim (its RNG kept per particle): a belief that
+        knows the true state, for measuring the search without the belief's error."""
+        cdef const wfrl_cage2 *src = sim._env(i)
+        cdef wfrl_rng keep
+        for k in range(self.particles):
+            keep = self.pl.parts[k].rng
+            memcpy(&self.pl.parts[k], src, sizeof(wfrl_cage2))
+            self.pl.parts[k].rng = keep
 
     def count_state(self, Cage2Sim sim, Py_ssize_t i=0):
         """How many particles hold env i of sim's state (its RNG aside)."""

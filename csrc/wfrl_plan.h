@@ -29,10 +29,12 @@
  * particles. A candidate that breaks it where the greedy action does not is never evaluated nor
  * chosen. Then rounds: round r draws one particle and one rollout seed from the search stream and
  * plays every remaining candidate from that same particle with that same RNG (common random
- * numbers: the candidates are compared on paired rollouts): apply the candidate, then the greedy
- * policy (memory carried along from a copy of the defender's) for depth − 1 more steps, summing
- * the env reward, plus the critic's value of the last observation (leaf_value, when the episode
- * has not ended there). Rollouts stop at the episode's horizon. The time limit is checked after
+ * numbers: the candidates are compared on paired rollouts): apply the candidate, then the rollout
+ * policy greedy (memory carried along from a copy of the defender's) for depth − 1 more steps,
+ * summing the env reward, plus the rollout policy's critic value of the last observation
+ * (leaf_value, when the episode has not ended there). The rollout policy is the acting policy
+ * unless wfrl_plan_set_rollout_policy gave another (one with the truth input reads the
+ * particle's true red access). Rollouts stop at the episode's horizon. The time limit is checked after
  * each round; only completed rounds count. Decision: a candidate c replaces the greedy action only
  * with at least 2 rounds and a paired mean gain d̄ = mean_r(R_c,r − R_greedy,r) > 0 with
  * d̄ > z · se(d̄); among those, the largest d̄ (the lowest rank on a tie). Otherwise greedy.
@@ -89,6 +91,9 @@ typedef struct {
 typedef struct {
     wfrl_plan_budget b;
     wfrl_policy pol;          /* the caller's policy with greedy = 1 */
+    wfrl_policy rpol;         /* the policy the rollouts continue with and whose critic scores
+                                 their leaves: pol, or one set by wfrl_plan_set_rollout_policy
+                                 (a policy with the truth input reads the particle's true state) */
     int32_t red_set;          /* WFRL_PLAN_RED_* bits */
     int32_t leaderboard;
     int32_t horizon;          /* blue steps of the episode */
@@ -156,8 +161,20 @@ static inline wfrl_planner *wfrl_plan_init(void *block, const wfrl_plan_budget *
     pl->b = *b;
     pl->pol = *p;
     pl->pol.greedy = 1;
+    pl->rpol = pl->pol;
     pl->horizon = WFRL_EP_LEN;
     return pl;
+}
+
+/* Continue the rollouts with policy p (greedy) instead of the acting policy, and score their
+ * leaves with its critic. A policy with the truth input is fed each particle's true red access:
+ * the rollouts then value a candidate as if the defender knew the state from the next step on
+ * (QMDP-like, an optimistic continuation shared by every candidate). The acting policy still
+ * proposes the candidates and is the fallback. */
+static inline void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_policy *p)
+{
+    pl->rpol = *p;
+    pl->rpol.greedy = 1;
 }
 
 static inline uint64_t wfrl_plan_stream_seed(uint64_t seed, uint64_t key, uint64_t stream)
@@ -292,7 +309,7 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     int64_t r10 = wfrl_cage2_step(e, action, obs, access);
     for (int d = 1; d < pl->b.depth && e->t < pl->horizon; ++d) {
         float logp, value, bonus;
-        const int act = wfrl_actor_act(a, &pl->pol, &pl->scratch, obs, access, &logp, &value,
+        const int act = wfrl_actor_act(a, &pl->rpol, &pl->scratch, obs, access, &logp, &value,
                                        &bonus);
         r10 += wfrl_cage2_step(e, act, obs, access);
     }
@@ -300,7 +317,7 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     if (pl->b.leaf_value && e->t < pl->horizon) {
         float value;
         wfrl_memory_update(&a->mem, obs);
-        wfrl_policy_forward(&pl->pol, &a->mem, obs, access, &pl->scratch, &value);
+        wfrl_policy_forward(&pl->rpol, &a->mem, obs, access, &pl->scratch, &value);
         ret += value;
     }
     return ret;
@@ -338,6 +355,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     }
     const int greedy = pl->cand[0];
     inf.greedy = inf.chosen = greedy;
+
     /* compliance veto against the particles' red access (majority) */
     if (K > 1) {
         int nbreak[WFRL_PLAN_MAX_CANDIDATES] = {0};

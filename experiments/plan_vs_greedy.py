@@ -1,8 +1,11 @@
 """Greedy vs --plan on the simulator: pretrained:critical_first, 100-step episodes from the CAGE2
 protocol's reserved episode range (seed 153), paired on the same episodes; with the search's
-statistics (belief quality, switch rate, vetoes, fallbacks, time per decision).
+statistics (belief quality, switch rate, vetoes, fallbacks, time per decision). With
+--rollout-checkpoint PATH the rollouts continue with that checkpoint's policy (PlanningPolicy's
+rollout_checkpoint; e.g. the full-information bound's, which reads each particle's true state).
 
     OMP_NUM_THREADS=1 .venv/bin/python -m experiments.plan_vs_greedy N [mixture|known] [BUDGET_JSON]
+        [REDS] [--rollout-checkpoint PATH]
 """
 import json
 import sys
@@ -11,11 +14,19 @@ import time
 import numpy as np
 from wfrl.cage2_eval import policy_of_checkpoint
 from wfrl.envs import make_backend
-from wfrl.evaluate import play, play_with_plan
-from wfrl.plan import PlanBudget
+from wfrl.collect.rollout import make_policy
+from wfrl.evaluate import play
+from wfrl.plan import PlanBudget, PlanningPolicy, PlanStats, play_planned
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.workflow import Workflow
 
+args = sys.argv[1:]
+rollout_checkpoint = None
+if "--rollout-checkpoint" in args:
+    i = args.index("--rollout-checkpoint")
+    rollout_checkpoint = args[i + 1]
+    del args[i:i + 2]
+sys.argv[1:] = args
 n = int(sys.argv[1])
 red_mode = sys.argv[2] if len(sys.argv) > 2 else "mixture"
 kw = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
@@ -23,7 +34,8 @@ reds = sys.argv[4].split(",") if len(sys.argv) > 4 else ["B_lineAgent", "RedMean
 budget = PlanBudget(**kw).check()
 weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
 wf = Workflow.parse(wf)
-print(f"budget {budget}, particles' red: {red_mode}, n={n} per red, seed 153, "
+print(f"budget {budget}, particles' red: {red_mode}, rollouts continued by "
+      f"{rollout_checkpoint or 'the acting policy'}, n={n} per red, seed 153, "
       f"episodes from the CAGE2 reserved range (setting block k=2 B_line-100, k=5 Meander-100)",
       flush=True)
 for red in reds:
@@ -32,8 +44,11 @@ for red in reds:
     b = make_backend("sim", red, seed=153)
     g = play(b, weights, net, wf, lam, foothold, eps, 153, True, horizon=100)
     t0 = time.time()
-    p, st = play_with_plan("sim", b, weights, net, wf, lam, foothold, eps, 153, budget, red_mode,
-                           horizon=100)
+    planning = PlanningPolicy(backend="sim", budget=budget, red=red_mode,
+                              policy=make_policy(weights, net, wf, lam, foothold, greedy=True),
+                              rollout_checkpoint=rollout_checkpoint)
+    st = PlanStats()
+    p = play_planned(b, planning, wf, lam, foothold, eps, 153, 100, st)
     wall = time.time() - t0
     gr = np.array([s.env_return for s in g]); pr = np.array([s.env_return for s in p])
     d = pr - gr

@@ -251,3 +251,86 @@ def test_planning_policy_on_the_simulator_backend(shipped):
     assert out[0][0] == out[1][0]
     assert out[0][1]["decisions"] == 200 and out[0][1]["belief_steps"] == 198
     assert out[0][1]["belief_quality"] > 0.5
+
+
+def _choice_by_rule(vals, z):
+    """Plain twin of the planner's choice from its paired rollout values [K, rounds]: the
+    candidate with the largest paired mean gain over the greedy one (row 0) that is positive and
+    above z standard errors, else the greedy one (index 0)."""
+    k, r = vals.shape
+    best, best_gain = 0, 0.0
+    if r < 2:
+        return 0, 0.0
+    for c in range(1, k):
+        d = vals[c] - vals[0]
+        mean = d.mean()
+        se = np.sqrt(max(d.var(ddof=1), 0.0) / r)
+        if mean > 0 and mean > z * se and mean > best_gain:
+            best, best_gain = c, mean
+    return best, best_gain
+
+
+@pytest.mark.parametrize("z", [0.0, 1.0])
+def test_choice_follows_the_rule_on_the_rollout_values(z):
+    """Every decision of an episode chooses what the rule says from the rollout values the
+    planner reports (last_estimates); some decisions leave the greedy action."""
+    p = Planner(_policy(seed=11), 200, 4, 12, 6, 0.0, 4, True, z)
+    sim = Cage2Sim(1, "RedMeanderAgent")
+    obs, _ = sim.reset(0, 13)
+    p.reset(7, False, 3)
+    switched = 0
+    for t in range(40):
+        a, greedy, k, _, rounds, _, _, gain = p.decide(obs)
+        cand, vals = p.last_estimates(k, rounds)
+        assert cand[0] == greedy and vals.shape == (k, rounds)
+        if k > 1:
+            c, g = _choice_by_rule(vals, z)
+            assert a == cand[c] and gain == pytest.approx(g, abs=1e-9)
+        switched += a != greedy
+        obs = sim.step(0, a)[0]
+        p.observe(a, obs)
+    assert switched > 0
+
+
+def test_particles_set_to_the_true_state():
+    """set_particles_to makes every particle the true state (RNG aside) and keeps the particles'
+    own random streams, so rollouts from them still differ."""
+    p = Planner(_policy(seed=2), 64, 3, 16, 8, 0.0, 1)
+    _, obs = _after_bline_sleeps(p)
+    sim = Cage2Sim(1, "RedMeanderAgent")      # a state no B_line particle holds
+    sim.reset(0, 5)
+    for _ in range(6):
+        sim.step(0, 0)
+    assert p.count_state(sim, 0) == 0
+    rngs = p.particle_states()[:, CAGE2_STATE_RNG_OFFSET:].copy()
+    p.set_particles_to(sim, 0)
+    assert p.count_state(sim, 0) == 64
+    assert np.array_equal(p.particle_states()[:, CAGE2_STATE_RNG_OFFSET:], rngs)
+    _, _, k, _, rounds = p.decide(obs)[:5]
+    _, vals = p.last_estimates(k, rounds)
+    assert np.unique(vals[0]).size > 1
+
+
+def _truth_policy(seed):
+    from wfrl._core import in_dim as _in_dim
+    n = mlp_n_params(H, _in_dim(True, True))
+    w = (np.random.default_rng(seed).standard_normal(n) * 0.3).astype(np.float32)
+    return Policy(w, H, WF.onehot(), WF.rank, 30.0, False, True, True, True, True)
+
+
+def test_rollout_policy():
+    """Rollouts continued by the acting policy itself equal the default; by another policy
+    (here one with the truth input, fed each particle's true access) they value the same
+    candidates differently."""
+    def estimates(rollout_policy):
+        p = Planner(_policy(seed=5), 100, 4, 8, 10, 0.0, 6)
+        if rollout_policy is not None:
+            p.set_rollout_policy(rollout_policy)
+        _, obs = _after_bline_sleeps(p)
+        a, greedy, k, _, rounds = p.decide(obs)[:5]
+        return p.last_estimates(k, rounds)
+    c0, v0 = estimates(None)
+    c1, v1 = estimates(_policy(seed=5))
+    c2, v2 = estimates(_truth_policy(8))
+    assert np.array_equal(c0, c1) and np.array_equal(v0, v1)
+    assert np.array_equal(c0, c2) and not np.allclose(v0, v2)

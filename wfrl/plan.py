@@ -149,11 +149,14 @@ class PlanningPolicy:
     """A checkpoint's greedy policy improved by decision-time search. reset(...) at the start of
     every episode, then act(obs) once per step with the observation the last action led to
     (the planner updates its belief with it first). `backend` names the CybORG code the
-    particles play by (installed or :leaderboard), whatever engine plays the real episode."""
+    particles play by (installed or :leaderboard), whatever engine plays the real episode.
+    rollout_checkpoint: continue the rollouts with that checkpoint's greedy policy (and score
+    their leaves with its critic) instead of the acting one; a checkpoint trained with the truth
+    input reads each particle's true state there."""
 
     def __init__(self, checkpoint: str | None = None, backend: str = "sim",
                  budget: PlanBudget | None = None, red: str = "mixture",
-                 workflow: str | None = None, policy=None):
+                 workflow: str | None = None, policy=None, rollout_checkpoint: str | None = None):
         from wfrl._core import Planner
         from wfrl.envs.base import is_leaderboard
         self.budget = (budget or PlanBudget()).check()
@@ -179,6 +182,13 @@ class PlanningPolicy:
                                    float(b.time_ms), b.seed, b.leaf_value, float(b.z))
         except ValueError as exc:
             raise UserError(f"plan budget: {exc}") from None
+        if rollout_checkpoint is not None:
+            from wfrl.checkpoint import policy_of_checkpoint
+            from wfrl.collect.rollout import make_policy
+            from wfrl.workflow import Workflow
+            w2, net2, wf2, lam2, foothold2 = policy_of_checkpoint(rollout_checkpoint, self.workflow)
+            self.planner.set_rollout_policy(
+                make_policy(w2, net2, Workflow.parse(wf2), lam2, foothold2, greedy=True))
         self.last = None
         self._prev = None
 

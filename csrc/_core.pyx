@@ -1283,6 +1283,7 @@ cdef extern from "wfrl_plan.h" nogil:
         wfrl_cage2 *parts
         int32_t cand[16]
         double *ret
+        wfrl_memory mem
         int32_t t, horizon, last_survivors
         int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts
     int wfrl_plan_check(const wfrl_plan_budget *b)
@@ -1428,6 +1429,11 @@ cdef class Planner:
             for r in range(rounds):
                 vals[c, r] = self.pl.ret[c * self.rollouts + r]
         return cand, vals
+
+    def copy_memory_from(self, Planner other):
+        """Take over the defender's memory of another planner that saw the same episode (so a
+        planner consulted only on some steps decides with the history of all of them)."""
+        self.pl.mem = other.pl.mem
 
     def set_particles_to(self, Cage2Sim sim, Py_ssize_t i=0):
         """Every particle becomes env i of sim (its RNG kept per particle): a belief that

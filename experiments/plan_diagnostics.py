@@ -13,6 +13,7 @@ of the same rollouts): bias and RMSE of the greedy action's value, and of each a
 paired gain over it; how often a switch the planner made has a positive reference gain.
 
     OMP_NUM_THREADS=1 python -m experiments.plan_diagnostics N [BUDGET_JSON] [--every K]
+        [--no-oracle]
 """
 import json
 import sys
@@ -56,8 +57,8 @@ def play_search(backend, policy, b, episodes, oracle: bool, every: int = 0):
         for t in range(100):
             if prev is not None:
                 pl.observe(prev, obs)
-                if ref is not None:
-                    ref.observe(prev, obs)
+            if ref is not None:
+                ref.copy_memory_from(pl)    # the history up to obs (decide adds obs)
             if oracle:
                 pl.set_particles_to(sim, 0)
             a, greedy, k, vetoed, rounds = pl.decide(obs)[:5]
@@ -130,7 +131,9 @@ def main(argv):
         g = np.array([s.env_return for s in play(backend, weights, net, wf, lam, foothold, eps,
                                                   153, True, horizon=100)])
         out = {"red": red, "n": n, "greedy": [round(float(g.mean()), 3), round(se(g), 3)]}
-        for name, oracle, ev in (("plan", False, every), ("oracle", True, 0)):
+        players = (("plan", False, every),) + ((("oracle", True, 0),)
+                                              if "--no-oracle" not in argv else ())
+        for name, oracle, ev in players:
             t0 = time.time()
             r, sw, dec, errors = play_search(backend, policy, b, eps, oracle, ev)
             d = r - g

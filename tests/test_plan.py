@@ -334,3 +334,27 @@ def test_rollout_policy():
     c2, v2 = estimates(_truth_policy(8))
     assert np.array_equal(c0, c1) and np.array_equal(v0, v1)
     assert np.array_equal(c0, c2) and not np.allclose(v0, v2)
+
+
+def test_copy_memory_from():
+    """A planner consulted only on the last step, given the memory of one that saw every step,
+    ranks the same candidates as that one; without it, it ranks them from an empty memory."""
+    pol = _policy(seed=9)
+    a = Planner(pol, 50, 4, 2, 3, 0.0, 1)
+    sim = Cage2Sim(1, "RedMeanderAgent")
+    obs, _ = sim.reset(0, 17)
+    a.reset(7, False, 0)
+    for t in range(25):
+        act = a.decide(obs)[0]
+        obs = sim.step(0, act)[0]
+        a.observe(act, obs)
+    ranked = {}
+    for copy in (True, False):
+        b = Planner(pol, 50, 4, 2, 3, 0.0, 1)
+        b.reset(7, False, 0)
+        if copy:
+            b.copy_memory_from(a)
+        ranked[copy] = b.last_estimates(b.decide(obs)[2], 0)[0]
+    mine = a.last_estimates(a.decide(obs)[2], 0)[0]
+    assert np.array_equal(ranked[True], mine)
+    assert not np.array_equal(ranked[False], mine)

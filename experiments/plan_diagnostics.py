@@ -69,7 +69,7 @@ def play_search(backend, policy, b, episodes, oracle: bool, every: int = 0):
                 cand2, vals2 = ref.last_estimates(k2, r2)
                 m2 = {int(c): vals2[i].mean() for i, c in enumerate(cand2)}
                 g2 = {int(c): vals2[i] - vals2[0] for i, c in enumerate(cand2)}
-                if int(cand[0]) == int(cand2[0]):
+                if int(cand[0]) == int(cand2[0]) and r2 >= 2:
                     errors.append({
                         "est": float(vals[0].mean()), "ref": float(m2[int(cand[0])]),
                         "alts": [{"est": float((vals[i] - vals[0]).mean()),

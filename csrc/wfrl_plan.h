@@ -35,7 +35,9 @@
  * (leaf_value, when the episode has not ended there). The rollout policy is the acting policy
  * unless wfrl_plan_set_rollout_policy gave another (one with the truth input reads the
  * particle's true red access). Rollouts stop at the episode's horizon. The time limit is checked after
- * each round; only completed rounds count. Decision: a candidate c replaces the greedy action only
+ * each round: the rounds stop when one more, as long as the longest so far, would pass it (a
+ * decision overruns only when a round takes longer than every one before it); only completed
+ * rounds count. Decision: a candidate c replaces the greedy action only
  * with at least 2 rounds and a paired mean gain d̄ = mean_r(R_c,r − R_greedy,r) > 0 with
  * d̄ > z · se(d̄); among those, the largest d̄ (the lowest rank on a tie). Otherwise greedy.
  * Reference of the search's pieces: the forward pass and memory (wfrl_rollout.h, held to their
@@ -383,15 +385,22 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     /* paired rollout rounds */
     int rounds = 0;
     if (K > 1) {
+        double last = wfrl_plan_now_ms(), longest = 0.0;
         for (int r = 0; r < R; ++r) {
             const int j = (int)wfrl_rng_below(&pl->search_rng, (uint32_t)N);
             const uint64_t seed = wfrl_rng_next(&pl->search_rng);
             for (int c = 0; c < K; ++c)
                 pl->ret[c * R + r] = wfrl_plan_rollout(pl, &pl->parts[j], seed, pl->cand[c]);
             rounds = r + 1;
-            if (pl->b.time_limit_ms > 0 && wfrl_plan_now_ms() - t0 >= pl->b.time_limit_ms) {
-                inf.timed_out = rounds < R;
-                break;
+            if (pl->b.time_limit_ms > 0) {
+                /* stop when another round as long as the longest so far would pass the limit */
+                const double now = wfrl_plan_now_ms();
+                longest = now - last > longest ? now - last : longest;
+                last = now;
+                if (rounds < R && now - t0 + longest >= pl->b.time_limit_ms) {
+                    inf.timed_out = 1;
+                    break;
+                }
             }
         }
     }

@@ -34,12 +34,12 @@
  * summing the env reward, plus the rollout policy's critic value of the last observation
  * (leaf_value, when the episode has not ended there). The rollout policy is the acting policy
  * unless wfrl_plan_set_rollout_policy gave another (one with the truth input reads the
- * particle's true red access). Rollouts stop at the episode's horizon. The time limit is checked after
- * each round: the rounds stop when one more, as long as the longest so far, would pass it (a
- * decision overruns only when a round takes longer than every one before it); only completed
- * rounds count. Decision: a candidate c replaces the greedy action only
- * with at least 2 rounds and a paired mean gain d̄ = mean_r(R_c,r − R_greedy,r) > 0 with
- * d̄ > z · se(d̄); among those, the largest d̄ (the lowest rank on a tie). Otherwise greedy.
+ * particle's true red access). Rollouts stop at the episode's horizon. The time limit is checked
+ * after each round: the rounds stop when one more, as long as the longest so far, would pass it
+ * (a decision overruns only when a round takes longer than every one before it); only completed
+ * rounds count. Decision: a candidate c replaces the greedy action only with at least 2 rounds
+ * and a paired mean gain d̄ = mean_r(R_c,r − R_greedy,r) > 0 with d̄ > z · se(d̄); among those,
+ * the largest d̄ (the lowest rank on a tie). Otherwise greedy.
  * Reference of the search's pieces: the forward pass and memory (wfrl_rollout.h, held to their
  * Python twins elsewhere); the selection rule is tested through its outcomes in tests/test_plan.py. */
 #ifndef WFRL_PLAN_H
@@ -357,7 +357,6 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     }
     const int greedy = pl->cand[0];
     inf.greedy = inf.chosen = greedy;
-
     /* compliance veto against the particles' red access (majority) */
     if (K > 1) {
         int nbreak[WFRL_PLAN_MAX_CANDIDATES] = {0};

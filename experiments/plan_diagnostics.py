@@ -138,7 +138,8 @@ def main(argv):
             r, sw, dec, errors = play_search(backend, policy, b, eps, oracle, ev)
             d = r - g
             out[name] = {"mean": round(float(r.mean()), 3), "se": round(se(r), 3),
-                         "minus_greedy": round(float(d.mean()), 3), "minus_greedy_se": round(se(d), 3),
+                         "minus_greedy": round(float(d.mean()), 3),
+                         "minus_greedy_se": round(se(d), 3),
                          "switch_rate": round(sw / dec, 4), "wall_s": round(time.time() - t0)}
             if ev:
                 out[name]["value_error"] = error_summary(errors)

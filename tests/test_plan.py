@@ -358,3 +358,22 @@ def test_copy_memory_from():
     mine = a.last_estimates(a.decide(obs)[2], 0)[0]
     assert np.array_equal(ranked[True], mine)
     assert not np.array_equal(ranked[False], mine)
+
+
+def test_cage2_evaluation_reports_the_search():
+    """A planned CAGE2 evaluation reports per setting the decision times and the search's
+    switch, time-out and fallback rates, from the counters of every chunk: no switch with one
+    candidate, some with four."""
+    from wfrl.cage2_eval import cage2_evaluate
+    rates = {}
+    for k in (1, 4):
+        res = cage2_evaluate({"all": "pretrained:critical_first"}, episodes=6,
+                             reds=("RedMeanderAgent",), lengths=(30,), n_workers=1,
+                             plan=(PlanBudget(particles=200, candidates=k, rollouts=16, depth=8,
+                                              time_ms=0.0), "known"))
+        row = res["settings"][0]
+        t = row["decision_ms"]
+        assert 0 < t["median"] <= t["p95"] <= t["max"]
+        rates[k] = row["search"]
+        assert rates[k]["timeout_rate"] == 0.0 and 0.0 <= rates[k]["fallback_rate"] < 0.1
+    assert rates[1]["switch_rate"] == 0.0 and rates[4]["switch_rate"] > 0.0

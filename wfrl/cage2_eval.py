@@ -100,10 +100,14 @@ class _Task:
     plan: tuple | None = None     # (wfrl.plan.PlanBudget, plan red) with --plan
 
 
+SEARCH_COUNTERS = ("decisions", "switches", "timeouts", "observed", "fallbacks")
+
+
 def _run_task(task: _Task):
     """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
     per-decision times in ms (empty without --plan), the episodes' cost vectors
-    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None)."""
+    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, and the search's counters
+    SEARCH_COUNTERS (zeros without --plan))."""
     from wfrl.attribution import CostRecorder
     from wfrl.envs import make_backend
     from wfrl.evaluate import play, play_with_plan
@@ -113,6 +117,7 @@ def _run_task(task: _Task):
     episodes = range(task.first, task.first + task.n)
     wf = Workflow.parse(task.workflow)
     times = np.zeros(0)
+    counters = np.zeros(len(SEARCH_COUNTERS), np.int64)
     try:
         if task.plan is not None:
             stats, search = play_with_plan(task.backend, backend, task.weights, task.net, wf,
@@ -120,6 +125,7 @@ def _run_task(task: _Task):
                                            task.plan[0], task.plan[1], horizon=task.steps,
                                            observer=recorder)
             times = np.asarray(search.times_ms)
+            counters = np.array([getattr(search, k) for k in SEARCH_COUNTERS], np.int64)
         else:
             stats = play(backend, task.weights, task.net, wf, task.lam, task.foothold, episodes,
                          task.seed, task.greedy, horizon=task.steps, observer=recorder)
@@ -128,7 +134,7 @@ def _run_task(task: _Task):
     return (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
             np.array([s.compliant_fixes for s in stats]),
             np.array([s.compliance for s in stats]), times,
-            None if recorder is None else recorder.costs)
+            None if recorder is None else recorder.costs, counters)
 
 
 def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
@@ -164,7 +170,8 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     attribute: each setting also reports its mean return split by host and cause ("cost",
     wfrl.attribution.summarise), on the same episodes.
     plan: (wfrl.plan.PlanBudget, plan red) to play the greedy policy improved by decision-time
-    search (per setting then also the per-decision time median/p95/max in ms).
+    search (per setting then also the per-decision time median/p95/max in ms, the belief update
+    included, and the search's switch, time-out and fallback rates).
     Returns the JSON-ready result (see `format_table`); a failure raises EvaluationFailed, whose
     `partial` holds the finished settings."""
     from wfrl.envs.base import backend_engine, check_backend
@@ -258,6 +265,7 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
     times = np.concatenate([c[4] for c in chunks])
+    dec, switches, timeouts, observed, fallbacks = np.sum([c[6] for c in chunks], axis=0).tolist()
     cost = None
     if chunks[0][5] is not None:
         from wfrl.attribution import summarise
@@ -278,7 +286,11 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
         ("agent" if is_agent else "checkpoint"): source,
         **({"decision_ms": {"median": round(float(np.median(times)), 3),
                             "p95": round(float(np.percentile(times, 95)), 3),
-                            "max": round(float(times.max()), 3)}} if times.size else {}),
+                            "max": round(float(times.max()), 3)},
+             "search": {"switch_rate": round(switches / dec, 4) if dec else None,
+                        "timeout_rate": round(timeouts / dec, 4) if dec else None,
+                        "fallback_rate": round(fallbacks / observed, 4) if observed else None}}
+           if times.size else {}),
         **({"cost": cost} if cost is not None else {}),
     }
 

@@ -1284,6 +1284,7 @@ cdef extern from "wfrl_plan.h" nogil:
         int32_t cand[16]
         double *ret
         wfrl_memory mem
+        int32_t hold
         int32_t t, horizon, last_survivors
         int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts
     int wfrl_plan_check(const wfrl_plan_budget *b)
@@ -1429,6 +1430,11 @@ cdef class Planner:
             for r in range(rounds):
                 vals[c, r] = self.pl.ret[c * self.rollouts + r]
         return cand, vals
+
+    def set_hold(self, bint hold):
+        """When the greedy action is a fix, the rollouts of the other candidates never take it
+        (see wfrl_plan.h)."""
+        self.pl.hold = hold
 
     def copy_memory_from(self, Planner other):
         """Take over the defender's memory of another planner that saw the same episode (so a

@@ -34,7 +34,10 @@
  * summing the env reward, plus the rollout policy's critic value of the last observation
  * (leaf_value, when the episode has not ended there). The rollout policy is the acting policy
  * unless wfrl_plan_set_rollout_policy gave another (one with the truth input reads the
- * particle's true red access). Rollouts stop at the episode's horizon. The time limit is checked
+ * particle's true red access). With `hold` set and a fix (Remove/Restore) as the greedy action,
+ * the rollouts of the other candidates never take that fix: the search then weighs fixing now
+ * against not fixing for the rollout's depth (without it, an alternative is followed by a policy
+ * that mostly takes the same fix one step later). Rollouts stop at the episode's horizon. The time limit is checked
  * after each round: the rounds stop when one more, as long as the longest so far, would pass it
  * (a decision overruns only when a round takes longer than every one before it); only completed
  * rounds count. Decision: a candidate c replaces the greedy action only with at least 2 rounds
@@ -116,6 +119,7 @@ typedef struct {
     /* counters over the planner's life */
     int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts;
     int32_t last_survivors;   /* exact survivors of the last observe (0: a fallback) */
+    int32_t hold;             /* rollouts of an alternative never take the greedy fix */
 } wfrl_planner;
 
 /* 0 if the budget is valid, else a code (see wfrl_plan_budget_error). */
@@ -297,7 +301,7 @@ static inline int wfrl_plan_breaks(const wfrl_workflow *w, int action, const uin
 
 /* One rollout of `action` from particle `from` with RNG seed `seed`; returns its value. */
 static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from, uint64_t seed,
-                                       int action)
+                                       int action, int blocked)
 {
     wfrl_cage2 *e = &pl->sim;
     wfrl_actor *a = &pl->actor;
@@ -311,8 +315,17 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     int64_t r10 = wfrl_cage2_step(e, action, obs, access);
     for (int d = 1; d < pl->b.depth && e->t < pl->horizon; ++d) {
         float logp, value, bonus;
-        const int act = wfrl_actor_act(a, &pl->rpol, &pl->scratch, obs, access, &logp, &value,
-                                       &bonus);
+        int act;
+        if (blocked >= 0) {
+            wfrl_memory_update(&a->mem, obs);
+            wfrl_policy_forward(&pl->rpol, &a->mem, obs, access, &pl->scratch, &value);
+            pl->scratch.logits[blocked] = WFRL_MASKED_LOGIT;
+            act = wfrl_sample_action(pl->scratch.logits, 1, &a->rng, &logp, pl->scratch.exps);
+            wfrl_memory_acted(&a->mem, act);
+            wfrl_compliance_step(&a->comp, &pl->rpol.wf, act, access);
+        } else {
+            act = wfrl_actor_act(a, &pl->rpol, &pl->scratch, obs, access, &logp, &value, &bonus);
+        }
         r10 += wfrl_cage2_step(e, act, obs, access);
     }
     double ret = (double)r10 / 10.0;
@@ -382,6 +395,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     }
     inf.n_candidates = K;
     /* paired rollout rounds */
+    const int blocked = pl->hold && wfrl_fix_target(greedy) >= 0 ? greedy : -1;
     int rounds = 0;
     if (K > 1) {
         double last = wfrl_plan_now_ms(), longest = 0.0;
@@ -389,7 +403,8 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
             const int j = (int)wfrl_rng_below(&pl->search_rng, (uint32_t)N);
             const uint64_t seed = wfrl_rng_next(&pl->search_rng);
             for (int c = 0; c < K; ++c)
-                pl->ret[c * R + r] = wfrl_plan_rollout(pl, &pl->parts[j], seed, pl->cand[c]);
+                pl->ret[c * R + r] = wfrl_plan_rollout(pl, &pl->parts[j], seed, pl->cand[c],
+                                                       c > 0 ? blocked : -1);
             rounds = r + 1;
             if (pl->b.time_limit_ms > 0) {
                 /* stop when another round as long as the longest so far would pass the limit */

@@ -13,7 +13,7 @@ of the same rollouts): bias and RMSE of the greedy action's value, and of each a
 paired gain over it; how often a switch the planner made has a positive reference gain.
 
     OMP_NUM_THREADS=1 python -m experiments.plan_diagnostics N [BUDGET_JSON] [--every K]
-        [--no-oracle]
+        [--no-oracle | --oracle-only] [--reds B_lineAgent,RedMeanderAgent]
 """
 import json
 import sys
@@ -35,8 +35,10 @@ REF_PARTICLES = 64
 
 
 def planner_for(policy, b: PlanBudget, rounds=None, particles=None):
-    return Planner(policy, particles or b.particles, b.candidates, rounds or b.rollouts, b.depth,
-                   0.0, b.seed, b.leaf_value, float(b.z))
+    p = Planner(policy, particles or b.particles, b.candidates, rounds or b.rollouts, b.depth,
+                0.0, b.seed, b.leaf_value, float(b.z))
+    p.set_hold(b.hold)
+    return p
 
 
 def play_search(backend, policy, b, episodes, oracle: bool, every: int = 0):
@@ -118,21 +120,26 @@ def main(argv):
     n = int(argv[0])
     kw = json.loads(argv[1]) if len(argv) > 1 and not argv[1].startswith("--") else {}
     every = int(argv[argv.index("--every") + 1]) if "--every" in argv else 4
+    if every < 0:
+        raise SystemExit("--every must be 0 (no value error) or positive")
     b = PlanBudget(**{**kw, "time_ms": 0.0}).check()
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
     wf = Workflow.parse(wf)
     policy = make_policy(weights, net, wf, lam, foothold, greedy=True)
     print(f"budget {b} (time limit off), n={n} per red, seed 153, reference {REF_ROUNDS} rounds "
           f"from the true state on every {every}th decision", flush=True)
-    for red, k in (("B_lineAgent", 2), ("RedMeanderAgent", 5)):
+    reds = argv[argv.index("--reds") + 1].split(",") if "--reds" in argv else \
+        ["B_lineAgent", "RedMeanderAgent"]
+    for red in reds:
+        k = {"B_lineAgent": 2, "RedMeanderAgent": 5}[red]
         start = episode_block(CAGE2_EPISODE_BASE, k)
         eps = range(start, start + n)
         backend = make_backend("sim", red, seed=153)
         g = np.array([s.env_return for s in play(backend, weights, net, wf, lam, foothold, eps,
                                                   153, True, horizon=100)])
         out = {"red": red, "n": n, "greedy": [round(float(g.mean()), 3), round(se(g), 3)]}
-        players = (("plan", False, every),) + ((("oracle", True, 0),)
-                                              if "--no-oracle" not in argv else ())
+        players = ((() if "--oracle-only" in argv else (("plan", False, every),)) +
+                   ((("oracle", True, 0),) if "--no-oracle" not in argv else ()))
         for name, oracle, ev in players:
             t0 = time.time()
             r, sw, dec, errors = play_search(backend, policy, b, eps, oracle, ev)

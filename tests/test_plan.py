@@ -377,3 +377,21 @@ def test_cage2_evaluation_reports_the_search():
         rates[k] = row["search"]
         assert rates[k]["timeout_rate"] == 0.0 and 0.0 <= rates[k]["fallback_rate"] < 0.1
     assert rates[1]["switch_rate"] == 0.0 and rates[4]["switch_rate"] > 0.0
+
+
+def test_hold_keeps_the_greedy_fix_out_of_the_alternatives_rollouts():
+    """With hold and a Restore as the greedy action, the alternatives' rollouts (a policy that
+    would restore at every step) change and the greedy action's do not; with a non-fix greedy
+    action hold changes nothing."""
+    def estimates(ranked, hold):
+        p = Planner(_policy(_bias(*ranked), mask=False), 100, len(ranked), 6, 5, 0.0, 3)
+        p.set_hold(hold)
+        _, obs = _after_bline_sleeps(p)
+        a, greedy, k, _, rounds = p.decide(obs)[:5]
+        assert greedy == ranked[0]
+        return p.last_estimates(k, rounds)[1]
+    fix_first = (RESTORE + ENT0, 0, REMOVE + ENT0)
+    off, on = estimates(fix_first, False), estimates(fix_first, True)
+    assert np.array_equal(off[0], on[0]) and not np.array_equal(off[1:], on[1:])
+    sleep_first = (0, RESTORE + ENT0, REMOVE + ENT0)
+    assert np.array_equal(estimates(sleep_first, False), estimates(sleep_first, True))

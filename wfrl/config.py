@@ -612,6 +612,9 @@ class PlanSettings(Settings):
     episode's red, as the evaluation names it) or one red agent."""
     plan_leaf_value: bool = True
     """Add the critic's value at a rollout's last observation."""
+    plan_hold: bool = False
+    """When the greedy action is a fix, the rollouts of the other candidates never take it (they
+    weigh fixing now against not fixing for the rollout's depth, rather than fixing a step later)."""
 
     def plan_budget(self):
         from wfrl.plan import PlanBudget

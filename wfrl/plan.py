@@ -40,6 +40,7 @@ class PlanBudget:
     seed: int = 0
     leaf_value: bool = True
     z: float = 1.0
+    hold: bool = False
 
     def check(self) -> "PlanBudget":
         from wfrl._core import PLAN_LIMITS
@@ -56,6 +57,8 @@ class PlanBudget:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) \
                 or not 0 <= self.seed < 2 ** 63:
             raise UserError(f"--plan-seed must be a whole number in [0, 2^63) (got {self.seed!r})")
+        if not isinstance(self.hold, bool) or not isinstance(self.leaf_value, bool):
+            raise UserError("the plan's hold and leaf_value must be true or false")
         if not isinstance(self.z, (int, float)) or not 0 <= self.z <= 1e6:
             raise UserError(f"the plan's evidence threshold z must lie in [0, 1e6] (got {self.z!r})")
         return self
@@ -64,7 +67,8 @@ class PlanBudget:
     def from_settings(cls, cfg) -> "PlanBudget":
         """The budget of a config carrying the plan_* settings (wfrl.config.PlanSettings)."""
         return cls(cfg.plan_particles, cfg.plan_candidates, cfg.plan_rollouts, cfg.plan_depth,
-                   cfg.plan_time_ms, cfg.plan_seed, cfg.plan_leaf_value).check()
+                   cfg.plan_time_ms, cfg.plan_seed, cfg.plan_leaf_value,
+                   hold=cfg.plan_hold).check()
 
 
 def red_set(red: str, episode_red: str | None = None) -> int:
@@ -183,6 +187,7 @@ class PlanningPolicy:
                                    float(b.time_ms), b.seed, b.leaf_value, float(b.z))
         except ValueError as exc:
             raise UserError(f"plan budget: {exc}") from None
+        self.planner.set_hold(bool(b.hold))
         if rollout_checkpoint is not None:
             from wfrl.checkpoint import policy_of_checkpoint
             from wfrl.collect.rollout import make_policy

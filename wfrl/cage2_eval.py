@@ -107,7 +107,8 @@ def _run_task(task: _Task):
     """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
     per-decision times in ms (empty without --plan), the episodes' cost vectors
     [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, and the search's counters
-    SEARCH_COUNTERS (zeros without --plan))."""
+    SEARCH_COUNTERS (zeros without --plan)). An agent's task (wfrl.agents) returns the first six,
+    never searching."""
     from wfrl.attribution import CostRecorder
     from wfrl.envs import make_backend
     from wfrl.evaluate import play, play_with_plan
@@ -265,7 +266,9 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
     times = np.concatenate([c[4] for c in chunks])
-    dec, switches, timeouts, observed, fallbacks = np.sum([c[6] for c in chunks], axis=0).tolist()
+    if times.size:      # a search ran: its tasks (only they) add the search's counters
+        dec, switches, timeouts, observed, fallbacks = \
+            np.sum([c[6] for c in chunks], axis=0).tolist()
     cost = None
     if chunks[0][5] is not None:
         from wfrl.attribution import summarise

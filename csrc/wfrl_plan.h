@@ -315,17 +315,8 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     int64_t r10 = wfrl_cage2_step(e, action, obs, access);
     for (int d = 1; d < pl->b.depth && e->t < pl->horizon; ++d) {
         float logp, value, bonus;
-        int act;
-        if (blocked >= 0) {
-            wfrl_memory_update(&a->mem, obs);
-            wfrl_policy_forward(&pl->rpol, &a->mem, obs, access, &pl->scratch, &value);
-            pl->scratch.logits[blocked] = WFRL_MASKED_LOGIT;
-            act = wfrl_sample_action(pl->scratch.logits, 1, &a->rng, &logp, pl->scratch.exps);
-            wfrl_memory_acted(&a->mem, act);
-            wfrl_compliance_step(&a->comp, &pl->rpol.wf, act, access);
-        } else {
-            act = wfrl_actor_act(a, &pl->rpol, &pl->scratch, obs, access, &logp, &value, &bonus);
-        }
+        const int act = wfrl_actor_act_except(a, &pl->rpol, &pl->scratch, obs, access, blocked,
+                                              &logp, &value, &bonus);
         r10 += wfrl_cage2_step(e, act, obs, access);
     }
     double ret = (double)r10 / 10.0;

@@ -89,17 +89,27 @@ static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *
     }
 }
 
+/* Choose the action for obs with red's current access, never `blocked` (-1: no action blocked;
+ * the decision-time search's hold); returns it and its logp/value/bonus. */
+static inline int wfrl_actor_act_except(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
+                                        const float *obs, const uint8_t *red_access, int blocked,
+                                        float *logp, float *value, float *bonus)
+{
+    wfrl_memory_update(&a->mem, obs);
+    wfrl_policy_forward(p, &a->mem, obs, red_access, s, value);
+    if (blocked >= 0) s->logits[blocked] = WFRL_MASKED_LOGIT;
+    const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
+    wfrl_memory_acted(&a->mem, action);
+    *bonus = wfrl_compliance_step(&a->comp, &p->wf, action, red_access);
+    return action;
+}
+
 /* Choose the action for obs with red's current access; returns it and its logp/value/bonus. */
 static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
                                  const float *obs, const uint8_t *red_access, float *logp,
                                  float *value, float *bonus)
 {
-    wfrl_memory_update(&a->mem, obs);
-    wfrl_policy_forward(p, &a->mem, obs, red_access, s, value);
-    const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
-    wfrl_memory_acted(&a->mem, action);
-    *bonus = wfrl_compliance_step(&a->comp, &p->wf, action, red_access);
-    return action;
+    return wfrl_actor_act_except(a, p, s, obs, red_access, -1, logp, value, bonus);
 }
 
 /* An episode of a compiled CAGE2 env in progress. */

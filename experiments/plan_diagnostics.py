@@ -15,18 +15,18 @@ paired gain over it; how often a switch the planner made has a positive referenc
     OMP_NUM_THREADS=1 python -m experiments.plan_diagnostics N [BUDGET_JSON] [--every K]
         [--no-oracle | --oracle-only] [--reds B_lineAgent,RedMeanderAgent]
 """
+import dataclasses
 import json
 import sys
 import time
 
 import numpy as np
 
-from wfrl._core import Planner
 from wfrl.checkpoint import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.evaluate import play
-from wfrl.plan import PlanBudget, red_set
+from wfrl.plan import PlanBudget, make_planner, red_set
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block, episode_seeds
 from wfrl.workflow import Workflow
 
@@ -35,10 +35,9 @@ REF_PARTICLES = 64
 
 
 def planner_for(policy, b: PlanBudget, rounds=None, particles=None):
-    p = Planner(policy, particles or b.particles, b.candidates, rounds or b.rollouts, b.depth,
-                0.0, b.seed, b.leaf_value, float(b.z))
-    p.set_hold(b.hold)
-    return p
+    """The budget's planner, time limit off; the reference's with its own rounds and particles."""
+    return make_planner(policy, dataclasses.replace(b, time_ms=0.0, rollouts=rounds or b.rollouts,
+                                                    particles=particles or b.particles))
 
 
 def play_search(backend, policy, b, episodes, oracle: bool, every: int = 0):

@@ -14,9 +14,8 @@ import time
 import numpy as np
 from wfrl.cage2_eval import policy_of_checkpoint
 from wfrl.envs import make_backend
-from wfrl.collect.rollout import make_policy
-from wfrl.evaluate import play
-from wfrl.plan import PlanBudget, PlanningPolicy, PlanStats, play_planned
+from wfrl.evaluate import play, play_with_plan
+from wfrl.plan import PlanBudget
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.workflow import Workflow
 
@@ -26,11 +25,10 @@ if "--rollout-checkpoint" in args:
     i = args.index("--rollout-checkpoint")
     rollout_checkpoint = args[i + 1]
     del args[i:i + 2]
-sys.argv[1:] = args
-n = int(sys.argv[1])
-red_mode = sys.argv[2] if len(sys.argv) > 2 else "mixture"
-kw = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
-reds = sys.argv[4].split(",") if len(sys.argv) > 4 else ["B_lineAgent", "RedMeanderAgent"]
+n = int(args[0])
+red_mode = args[1] if len(args) > 1 else "mixture"
+kw = json.loads(args[2]) if len(args) > 2 else {}
+reds = args[3].split(",") if len(args) > 3 else ["B_lineAgent", "RedMeanderAgent"]
 budget = PlanBudget(**kw).check()
 weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
 wf = Workflow.parse(wf)
@@ -44,11 +42,8 @@ for red in reds:
     b = make_backend("sim", red, seed=153)
     g = play(b, weights, net, wf, lam, foothold, eps, 153, True, horizon=100)
     t0 = time.time()
-    planning = PlanningPolicy(backend="sim", budget=budget, red=red_mode,
-                              policy=make_policy(weights, net, wf, lam, foothold, greedy=True),
-                              rollout_checkpoint=rollout_checkpoint)
-    st = PlanStats()
-    p = play_planned(b, planning, wf, lam, foothold, eps, 153, 100, st)
+    p, st = play_with_plan("sim", b, weights, net, wf, lam, foothold, eps, 153, budget, red_mode,
+                           horizon=100, rollout_checkpoint=rollout_checkpoint)
     wall = time.time() - t0
     gr = np.array([s.env_return for s in g]); pr = np.array([s.env_return for s in p])
     d = pr - gr

@@ -266,9 +266,11 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
     chunks = [p[1] for p in sorted(parts, key=lambda p: p[0])]
     ret, fixes, compliant, ep_comp = (np.concatenate([c[i] for c in chunks]) for i in range(4))
     times = np.concatenate([c[4] for c in chunks])
+    search = None
     if times.size:      # a search ran: its tasks (only they) add the search's counters
-        dec, switches, timeouts, observed, fallbacks = \
-            np.sum([c[6] for c in chunks], axis=0).tolist()
+        from wfrl.plan import PlanStats
+        summed = np.sum([c[6] for c in chunks], axis=0).tolist()
+        search = PlanStats(**dict(zip(SEARCH_COUNTERS, summed))).rates()
     cost = None
     if chunks[0][5] is not None:
         from wfrl.attribution import summarise
@@ -290,10 +292,7 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
         **({"decision_ms": {"median": round(float(np.median(times)), 3),
                             "p95": round(float(np.percentile(times, 95)), 3),
                             "max": round(float(times.max()), 3)},
-             "search": {"switch_rate": round(switches / dec, 4) if dec else None,
-                        "timeout_rate": round(timeouts / dec, 4) if dec else None,
-                        "fallback_rate": round(fallbacks / observed, 4) if observed else None}}
-           if times.size else {}),
+             "search": search} if search is not None else {}),
         **({"cost": cost} if cost is not None else {}),
     }
 

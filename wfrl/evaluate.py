@@ -21,14 +21,17 @@ def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episod
 
 def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: float,
                    foothold: bool, episodes, seed: int, budget, red: str = "mixture",
-                   horizon: int = EP_LEN, observer=None) -> tuple[list, object]:
+                   horizon: int = EP_LEN, observer=None,
+                   rollout_checkpoint: str | None = None) -> tuple[list, object]:
     """EpisodeStats of global episodes `episodes` played by the greedy policy improved by
     decision-time search on `backend` (named backend_name, whose CybORG code the particles play
     by; budget: a wfrl.plan.PlanBudget; red: the particles' red kinds), and the search's own
-    statistics (a wfrl.plan.PlanStats); observer as in wfrl.collect.rollout.run_episodes."""
+    statistics (a wfrl.plan.PlanStats); observer as in wfrl.collect.rollout.run_episodes;
+    rollout_checkpoint as in wfrl.plan.PlanningPolicy."""
     from wfrl.plan import PlanningPolicy, PlanStats, play_planned
     policy = make_policy(weights, net, wf, lam, foothold, greedy=True)
-    planning = PlanningPolicy(backend=backend_name, budget=budget, red=red, policy=policy)
+    planning = PlanningPolicy(backend=backend_name, budget=budget, red=red, policy=policy,
+                              rollout_checkpoint=rollout_checkpoint)
     stats = PlanStats()
     out = play_planned(backend, planning, wf, lam, foothold, episodes, seed, horizon, stats,
                        observer=observer)

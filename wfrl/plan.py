@@ -150,6 +150,28 @@ class ParticleFilterReference:
                          for i in range(self.n)])
 
 
+def greedy_policy(checkpoint: str, workflow: str | None = None):
+    """(the compiled greedy policy of a checkpoint, its workflow): under `workflow` if given."""
+    from wfrl.checkpoint import policy_of_checkpoint
+    from wfrl.collect.rollout import make_policy
+    from wfrl.workflow import Workflow
+    weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
+    return make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True), wf
+
+
+def make_planner(policy, budget: PlanBudget):
+    """The compiled planner (wfrl._core.Planner) of a compiled policy at a checked budget."""
+    from wfrl._core import Planner
+    b = budget
+    try:
+        planner = Planner(policy, b.particles, b.candidates, b.rollouts, b.depth,
+                          float(b.time_ms), b.seed, b.leaf_value, float(b.z))
+    except ValueError as exc:
+        raise UserError(f"plan budget: {exc}") from None
+    planner.set_hold(bool(b.hold))
+    return planner
+
+
 class PlanningPolicy:
     """A checkpoint's greedy policy improved by decision-time search. reset(...) at the start of
     every episode, then act(obs) once per step with the observation the last action led to
@@ -162,7 +184,6 @@ class PlanningPolicy:
     def __init__(self, checkpoint: str | None = None, backend: str = "sim",
                  budget: PlanBudget | None = None, red: str = "mixture",
                  workflow: str | None = None, policy=None, rollout_checkpoint: str | None = None):
-        from wfrl._core import Planner
         from wfrl.envs.base import is_leaderboard
         self.budget = (budget or PlanBudget()).check()
         if red not in PLAN_REDS and red not in _RED_BITS:
@@ -174,27 +195,11 @@ class PlanningPolicy:
         if policy is None:
             if checkpoint is None:
                 raise UserError("PlanningPolicy needs a checkpoint")
-            from wfrl.checkpoint import policy_of_checkpoint
-            from wfrl.collect.rollout import make_policy
-            from wfrl.workflow import Workflow
-            weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
-            policy = make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True)
-            self.workflow = wf
+            policy, self.workflow = greedy_policy(checkpoint, workflow)
         self.policy = policy
-        b = self.budget
-        try:
-            self.planner = Planner(policy, b.particles, b.candidates, b.rollouts, b.depth,
-                                   float(b.time_ms), b.seed, b.leaf_value, float(b.z))
-        except ValueError as exc:
-            raise UserError(f"plan budget: {exc}") from None
-        self.planner.set_hold(bool(b.hold))
+        self.planner = make_planner(policy, self.budget)
         if rollout_checkpoint is not None:
-            from wfrl.checkpoint import policy_of_checkpoint
-            from wfrl.collect.rollout import make_policy
-            from wfrl.workflow import Workflow
-            w2, net2, wf2, lam2, foothold2 = policy_of_checkpoint(rollout_checkpoint, self.workflow)
-            self.planner.set_rollout_policy(
-                make_policy(w2, net2, Workflow.parse(wf2), lam2, foothold2, greedy=True))
+            self.planner.set_rollout_policy(greedy_policy(rollout_checkpoint, self.workflow)[0])
         self.last = None
         self._prev = None
 
@@ -229,12 +234,20 @@ class PlanStats:
     belief_hits: int = 0
     times_ms: list = dataclasses.field(default_factory=list)
 
+    def rates(self) -> dict:
+        """Shares of decisions that left the greedy action or were stopped by the time limit,
+        and of observed steps that needed the belief's fallback rule."""
+        return {"switch_rate": _rate(self.switches, self.decisions),
+                "timeout_rate": _rate(self.timeouts, self.decisions),
+                "fallback_rate": _rate(self.fallbacks, self.observed)}
+
     def summary(self) -> dict:
         t = np.asarray(self.times_ms, np.float64)
         q = (lambda p: round(float(np.percentile(t, p)), 3)) if t.size else (lambda p: None)
-        return {"decisions": self.decisions, "switch_rate": _rate(self.switches, self.decisions),
+        rates = self.rates()
+        return {"decisions": self.decisions, "switch_rate": rates["switch_rate"],
                 "vetoes": self.vetoes, "timeouts": self.timeouts,
-                "fallback_rate": _rate(self.fallbacks, self.observed),
+                "fallback_rate": rates["fallback_rate"],
                 "belief_quality": _rate(self.belief_hits, self.belief_checked),
                 "belief_steps": self.belief_checked,
                 "ms_median": q(50), "ms_p95": q(95),

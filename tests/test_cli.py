@@ -212,6 +212,29 @@ def test_train_searches_on_the_simulator_by_default(tmp_path):
     assert summary["episodes_used"] == 60 and summary["visits"] == 1
 
 
+def test_search_defaults_follow_the_backend():
+    from wfrl.config import SearchConfig, search_defaults
+    base = SearchConfig()
+    assert search_defaults("sim", {}) == {} and search_defaults("cyborg", {}) == {}
+    lb = search_defaults("sim:leaderboard", {})
+    assert lb["pretrain_episodes"] == 2 * base.pretrain_episodes
+    assert lb["total_episodes"] - lb["pretrain_episodes"] == \
+        base.total_episodes - base.pretrain_episodes
+    assert search_defaults("cyborg:leaderboard", {"pretrain_episodes": 5}) == {}
+    assert search_defaults("sim:leaderboard", {"total_episodes": 5}) == {
+        "pretrain_episodes": lb["pretrain_episodes"]}
+
+
+@pytest.mark.slow
+def test_train_on_the_leaderboard_code_records_the_longer_base(tmp_path):
+    res = wfrl("train", "--backend", "sim:leaderboard", "--total-episodes", 40,
+               "--episodes-per-update", 20, "--out", tmp_path)
+    assert res.returncode == 0, res.stderr
+    cfg = json.loads((tmp_path / "experiment_config.json").read_text())
+    assert cfg["pretrain_episodes"] == 120_000 and cfg["total_episodes"] == 40
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes_used"] == 40
+
+
 @pytest.mark.slow
 def test_bench_collectors_json():
     res = wfrl("bench", "collectors", "--backend", "sim", "--n-workers", 2, "--episodes", 64,

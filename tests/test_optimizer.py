@@ -260,3 +260,48 @@ def test_feasibility_posterior_keeps_two_followable_sides_of_a_relation_followab
 
     assert predicted(optimizer.FEAS_BIAS).all()
     assert not predicted(None).all()
+
+
+# The visits of a default search on the leaderboard code's simulator (workflow id, reward, se,
+# compliance), made before the feasibility model's ceiling and local RBF: the followable class
+# "user before enterprise" measured 0.967–0.975, the other 0.989–0.999, and the model of that
+# time predicted 25 workflows of the first class unfollowable (one as low as 0.02).
+RECORDED_VISITS = [
+    (52, -13.4035, 0.3301, 0.9668), (82, -13.0757, 0.2649, 0.9979),
+    (14, -15.5335, 0.6537, 0.989), (92, -14.0817, 0.4051, 0.9751),
+    (40, -13.7303, 0.4444, 0.9973), (83, -12.7705, 0.252, 0.9973),
+    (81, -12.953, 0.2802, 0.9992), (35, -13.1773, 0.2636, 0.9985),
+    (63, -12.8183, 0.2773, 0.998), (113, -13.374, 0.2914, 0.9702),
+    (44, -13.1335, 0.3119, 0.9958), (32, -13.3493, 0.3012, 0.9964),
+    (57, -13.1163, 0.2702, 0.999), (47, -13.1605, 0.2815, 0.9965),
+    (64, -14.5083, 0.3464, 0.9725),
+]
+
+
+def test_feasibility_model_keeps_a_class_near_theta_followable_on_recorded_visits(monkeypatch):
+    """Every visit above θ, so every workflow is predicted feasible; with the model's earlier
+    ceiling (0.999) and RBF length scale (3) the same visits give unfollowable predictions — the
+    second half checks the test sees the difference."""
+    import wfrl.search.optimizer as optimizer
+
+    def n_unfollowable():
+        opt = WorkflowOptimizer(seed=7)
+        for w, r, se, c in RECORDED_VISITS:
+            opt.tell(w, r, se, c)
+        return int((opt.posterior().p_feasible < 0.5).sum())
+
+    assert n_unfollowable() == 0
+    monkeypatch.setattr(optimizer, "CEILING_FRACTION", 0.0)
+    monkeypatch.setattr(optimizer, "FEAS_MAX_LENGTH_SCALE", 3.0)
+    assert n_unfollowable() > 10
+
+
+def test_compliance_ceiling():
+    from wfrl.search.optimizer import COMPLIANCE_CLIP, compliance_ceiling, logit
+    assert compliance_ceiling(0.95) == pytest.approx(0.99)
+    thetas = np.linspace(0.0, 0.998, 50)
+    tops = [compliance_ceiling(t) for t in thetas]
+    assert all(t < top <= COMPLIANCE_CLIP[1] for t, top in zip(thetas, tops))
+    assert all(a <= b for a, b in zip(tops, tops[1:]))
+    assert compliance_ceiling(1.0) == COMPLIANCE_CLIP[1]
+    assert logit(0.999, 0.99) == pytest.approx(logit(0.99)) and logit(0.97, 0.99) < logit(0.99)

@@ -10,7 +10,9 @@ runs), whether it is in the truth's top 5 or not distinguishable from the truth'
 (paired t over the truth's runs), the share of the 120 workflows whose predicted feasibility
 (P_Feasible ≥ 0.5) agrees with the truth's (mean compliance ≥ 0.95), whether its tie statement
 agrees with the truth's (both say the best has ties, or both say it has none), its wall time, and
-each compliant visit's measurement minus the truth's mean for that workflow.
+each compliant visit's measurement minus the truth's mean for that workflow; and, to tell a
+weak base from a wrong model, the base's mean training reward over its last 10 updates and the
+mean compliance of the visits to workflows with user before enterprise.
 """
 from __future__ import annotations
 
@@ -44,6 +46,9 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
     predicted = np.array([float(r["P_Feasible"]) >= 0.5 for r in post])
     near = rec is not None and (rec == best["best_id"] or rec in best["indistinguishable_ids"])
     gp = read_csv(run / "gp_sampling_log.csv")
+    pre = [float(r["Env_Reward"]) for r in read_csv(run / "training_log.csv")
+           if r["Phase"] == "pretrain"]
+    late = [float(r["Final_Compliance"]) for r in gp if user_before_enterprise(r["Workflow"])]
     diffs = [float(r["Reward"]) - truth_means[int(r["Workflow_ID"])]
              for r in gp if r["GP_Updated"] == "True"]
     return {"seed": int(json.loads((run / "experiment_config.json").read_text())["seed"]),
@@ -59,7 +64,17 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
             "visits": summary["visits"], "wall_time_s": summary["wall_time_s"],
             "visit_minus_truth_mean": round(float(np.mean(diffs)), 4) if diffs else None,
             "visit_minus_truth_sd": round(float(np.std(diffs, ddof=1)), 4)
-            if len(diffs) > 1 else None}
+            if len(diffs) > 1 else None,
+            "base_last_10_updates_reward": round(float(np.mean(pre[-10:])), 3) if pre else None,
+            "user_first_visits": len(late),
+            "user_first_visit_compliance": round(float(np.mean(late)), 4) if late else None}
+
+
+def user_before_enterprise(order: str) -> bool:
+    """Whether a workflow (comma separated) puts user before enterprise: the relation that moves
+    compliance in the ground truth."""
+    types = [t.strip() for t in order.split(",")]
+    return types.index("user") < types.index("enterprise")
 
 
 def main(argv=None) -> int:

@@ -213,7 +213,8 @@ def test_train_searches_on_the_simulator_by_default(tmp_path):
 
 
 def test_search_defaults_follow_the_backend():
-    from wfrl.config import SearchConfig, search_defaults
+    from wfrl.config import SearchConfig
+    from wfrl.search.loop import search_defaults
     base = SearchConfig()
     assert search_defaults("sim", {}) == {} and search_defaults("cyborg", {}) == {}
     lb = search_defaults("sim:leaderboard", {})

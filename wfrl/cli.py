@@ -293,10 +293,9 @@ def _cmd_train(a) -> int:
         # run over the pretraining, no first-fix bonus (unless flags say otherwise)
         from wfrl.config import RECIPE_SCHEDULE
         ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
-    from wfrl.config import search_defaults
+    from wfrl.search.loop import search, search_defaults
     cfg = SearchConfig(**{**search_defaults(given.get("backend", SearchConfig.backend), given),
                           **given}, ppo=ppo).validate()
-    from wfrl.search.loop import search
     search(cfg)
     return 0
 

@@ -431,8 +431,7 @@ class SearchConfig(_RunSettings):
     per update, so every visit starts from a policy that already defends and follows orders
     (by default trained as `wfrl exhaustive --protocol recipe` trains each of its policies);
     the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
-    their end values. 0 = none (the original system). Default 120,000 on the leaderboard's code
-    (--backend ...:leaderboard), where 60,000 has not converged (docs/findings.md)."""
+    their end values. 0 = none (the original system). 120,000 on the leaderboard's code."""
     episodes_per_update: int = setting(200, check=positive)
     """Episodes collected for each PPO update."""
     compliance_threshold: float = setting(0.95, check=unit_interval)
@@ -559,24 +558,6 @@ class ExhaustiveConfig(Settings):
 
 
 DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000, "recipe": 60_000}
-
-# The search's base on the leaderboard's CybORG code: the ground truth's conditioned policies
-# there were still improving at 60,000 episodes (residual run sd 0.85 against 0.31 at 120,000),
-# so the search trains its base as long, and keeps its 15,000 episodes of visits.
-LEADERBOARD_SEARCH_PRETRAIN = 120_000
-
-
-def search_defaults(backend: str, given: dict) -> dict:
-    """The search settings that depend on --backend, for those not given: on the leaderboard's
-    code a 120,000-episode base and a budget 60,000 larger than the default."""
-    if not str(backend).endswith(":leaderboard") or "pretrain_episodes" in given:
-        return {}
-    fill = {"pretrain_episodes": LEADERBOARD_SEARCH_PRETRAIN}
-    if "total_episodes" not in given:
-        base = SearchConfig()
-        fill["total_episodes"] = (base.total_episodes + LEADERBOARD_SEARCH_PRETRAIN
-                                  - base.pretrain_episodes)
-    return fill
 
 # The single-workflow recipe's schedule (README: the shipped policy's command), which
 # `wfrl exhaustive --protocol recipe` trains its conditioned policy with unless flags say otherwise.

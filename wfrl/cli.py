@@ -293,9 +293,11 @@ def _cmd_train(a) -> int:
         # run over the pretraining, no first-fix bonus (unless flags say otherwise)
         from wfrl.config import RECIPE_SCHEDULE
         ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
+    cfg = SearchConfig(**given, ppo=ppo).validate()   # bad input refused before torch loads
     from wfrl.search.loop import search, search_defaults
-    cfg = SearchConfig(**{**search_defaults(given.get("backend", SearchConfig.backend), given),
-                          **given}, ppo=ppo).validate()
+    fill = search_defaults(cfg.backend, given)
+    if fill:
+        cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
     search(cfg)
     return 0
 

@@ -261,7 +261,7 @@ class WorkflowOptimizer:
         if self._models is None:
             reward = self._reward_gp(REWARD_MAX_LENGTH_SCALE, REWARD_MIN_SIGNAL)
             top = compliance_ceiling(self.theta)
-            feas = PermutationGP(seed=self.seed, prior_mean=logit(self.theta, top), scale=1.0,
+            feas = PermutationGP(seed=self.seed, prior_mean=self._logit_theta(), scale=1.0,
                                  max_noise=1.0, max_length_scale=FEAS_MAX_LENGTH_SCALE,
                                  linear=FEAS_LINEAR, min_signal=FEAS_MIN_SIGNAL,
                                  bias=FEAS_BIAS)
@@ -269,6 +269,11 @@ class WorkflowOptimizer:
                      [logit(h["compliance"], top) for h in self.history])
             self._models = (reward, feas)
         return self._models
+
+    def _logit_theta(self) -> float:
+        """θ on the feasibility model's scale: its prior mean and the line P(feasible) is read
+        against (the same clipped logit the observations are mapped by)."""
+        return logit(self.theta, compliance_ceiling(self.theta))
 
     def acquisition_posterior(self) -> Posterior:
         """What the constrained acquisition steers by: reward mean and sd from the reward GP with
@@ -291,8 +296,7 @@ class WorkflowOptimizer:
             reward, feas = self.models()
             mu, sd = reward.predict()
             fm, fs = feas.predict(observation=True)
-            p = _norm_cdf((fm - logit(self.theta, compliance_ceiling(self.theta)))
-                          / np.maximum(fs, 1e-9))
+            p = _norm_cdf((fm - self._logit_theta()) / np.maximum(fs, 1e-9))
             self._posterior = Posterior(mu, sd, p)
         return self._posterior
 

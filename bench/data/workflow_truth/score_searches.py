@@ -48,7 +48,8 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
     gp = read_csv(run / "gp_sampling_log.csv")
     pre = [float(r["Env_Reward"]) for r in read_csv(run / "training_log.csv")
            if r["Phase"] == "pretrain"]
-    late = [float(r["Final_Compliance"]) for r in gp if user_before_enterprise(r["Workflow"])]
+    late = [float(r["Final_Compliance"]) for r in gp
+            if user_before_enterprise(int(r["Workflow_ID"]))]
     diffs = [float(r["Reward"]) - truth_means[int(r["Workflow_ID"])]
              for r in gp if r["GP_Updated"] == "True"]
     return {"seed": int(json.loads((run / "experiment_config.json").read_text())["seed"]),
@@ -70,11 +71,12 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
             "user_first_visit_compliance": round(float(np.mean(late)), 4) if late else None}
 
 
-def user_before_enterprise(order: str) -> bool:
-    """Whether a workflow (comma separated) puts user before enterprise: the relation that moves
-    compliance in the ground truth."""
-    types = [t.strip() for t in order.split(",")]
-    return types.index("user") < types.index("enterprise")
+def user_before_enterprise(workflow_id: int) -> bool:
+    """Whether a workflow puts user before enterprise: the relation that moves compliance in the
+    ground truth."""
+    from wfrl.workflow import UNIT_TYPES, Workflow
+    rank = Workflow.from_index(workflow_id).rank
+    return rank[UNIT_TYPES.index("user")] < rank[UNIT_TYPES.index("enterprise")]
 
 
 def main(argv=None) -> int:

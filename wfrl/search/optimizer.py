@@ -128,6 +128,14 @@ ACQ_REWARD_MIN_SIGNAL = 1.0
 # evaluations on one workflow). "new": only a workflow not yet seen feasible switches the floor
 # on; "any": any workflow at PF_MIN does (the rule before the split).
 PF_FLOOR_RULE = "new"
+# What the search reports as not followable: a workflow whose P(feasible) is below
+# 1 − NOT_FOLLOWABLE_LEVEL, i.e. one the feasibility model is 95 % sure falls short of θ (the
+# level of the tie statement). A search measures the policies of one base, and a base whose class
+# sits at θ puts that class's visits a little below it (0.946–0.951 where the truth's five runs
+# put it at 0.970 and 0.975): read at P(feasible) ≥ 0.5, the 60 workflows of a followable class
+# become a coin toss called "not followable". The acquisition still steers by P(feasible) itself
+# (PF_CAP, PF_MIN). Ablation: docs/results/search/2026-11-29_followable_level.
+NOT_FOLLOWABLE_LEVEL = 0.95
 
 
 def compliance_ceiling(theta: float) -> float:
@@ -300,6 +308,11 @@ class WorkflowOptimizer:
             self._posterior = Posterior(mu, sd, p)
         return self._posterior
 
+    def predicted_feasible(self) -> np.ndarray:
+        """Boolean over the 120: not reported as not followable (P(feasible) ≥ 1 −
+        NOT_FOLLOWABLE_LEVEL)."""
+        return self.posterior().p_feasible >= 1.0 - NOT_FOLLOWABLE_LEVEL
+
     def beta_t(self) -> float:
         return float(self.beta) if self.beta is not None else beta_schedule(len(self.history) + 1)
 
@@ -395,7 +408,7 @@ class WorkflowOptimizer:
         post = self.posterior()
         relations = self.relations()
         if not candidates:
-            return Report(None, [], {}, [], int((post.p_feasible >= 0.5).sum()),
+            return Report(None, [], {}, [], int(self.predicted_feasible().sum()),
                           f"no visit reached compliance θ = {self.theta}: nothing to rank",
                           relations)
         reward, _ = self.models()
@@ -405,7 +418,8 @@ class WorkflowOptimizer:
         sub = draws[:, candidates]
         winners = np.asarray(candidates)[np.argmax(sub, axis=1)]
         p_best = {w: float(np.mean(winners == w)) for w in candidates}
-        feasible = [w for w in range(N_WORKFLOWS) if post.p_feasible[w] >= 0.5 or w in candidates]
+        predicted = self.predicted_feasible()
+        feasible = [w for w in range(N_WORKFLOWS) if predicted[w] or w in candidates]
         beats = np.mean(draws[:, [best]] > draws[:, feasible], axis=0)
         tied = [w for w, b in zip(feasible, beats) if w != best and b < level]
         others = len(feasible) - 1

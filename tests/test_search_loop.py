@@ -26,6 +26,17 @@ def test_closest_trained_workflow():
     assert closest_trained(wf, {wf: 5, **trained}) == wf
 
 
+def test_closing_table_names_the_workflows_at_theta():
+    from wfrl.search.loop import format_table
+    summary = {"visits": 15, "episodes_used": 70000, "total_episodes": 70000, "wall_time_s": 99.0,
+               "predicted_feasible": 61, "at_theta": 0, "top": []}
+    assert "predicted feasible: 61 of 120 workflows\n" in format_table(summary, 0.95)
+    assert "at θ" not in format_table(summary, 0.95)
+    summary["at_theta"] = 59
+    line = format_table(summary, 0.95).splitlines()[1]
+    assert line.startswith("predicted feasible: 61 of 120 workflows; of the others, 59 at θ")
+
+
 @pytest.mark.slow
 def test_search_budget_records_and_inheritance(reference_run):
     out, summary = reference_run
@@ -38,6 +49,11 @@ def test_search_budget_records_and_inheritance(reference_run):
     # one gp row per visit; a visit never exceeds max_episodes
     assert len(gpl) == summary["visits"] >= 3
     assert any(r["GP_Updated"] == "True" for r in gpl)
+    # the reported feasible set and the workflows at θ, from posterior.csv's P_Feasible
+    from wfrl.search.optimizer import SURE_LEVEL
+    p = np.array([float(r["P_Feasible"]) for r in read_csv(out / "posterior.csv")])
+    assert summary["predicted_feasible"] == int((p >= 0.5).sum())
+    assert summary["at_theta"] == int(((p < 0.5) & (p >= 1 - SURE_LEVEL)).sum())
     assert all(int(r["Episodes_Trained"]) <= 300 for r in gpl)
     assert [int(r["Iteration"]) for r in gpl] == list(range(1, len(gpl) + 1))
     # GP_Updated exactly when the final compliance reached θ — unless the budget cut the visit

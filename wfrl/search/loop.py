@@ -48,7 +48,7 @@ from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
                          read_csv, save_checkpoint, write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
-from wfrl.search.optimizer import NOT_FOLLOWABLE_LEVEL, WorkflowOptimizer
+from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
                                load_state)
 from wfrl.workflow import Workflow
@@ -561,9 +561,7 @@ class WorkflowSearch:
             "distinguishable": report.sentence,
             "indistinguishable_from_best": len(report.indistinguishable),
             "predicted_feasible": int(self.opt.predicted_feasible().sum()),
-            "predicted_not_followable": int((~self.opt.predicted_feasible()).sum()),
-            "near_theta": int(((post.p_feasible < 0.5)
-                               & self.opt.predicted_feasible()).sum()),
+            "at_theta": int(self.opt.at_theta().sum()),
             "feasibility_relations": [r.words() for r in report.relations],
             "acquisition": cfg.acquisition,
             "most_visits_of_one_workflow": int(visits.max()) if visits.any() else 0,
@@ -615,9 +613,9 @@ def format_table(summary: dict, theta: float) -> str:
         lines.append(f"what decides feasibility (compliance ≥ θ = {theta}):")
         lines += [f"  {r}" for r in rel]
     line = f"predicted feasible: {summary.get('predicted_feasible', '?')} of 120 workflows"
-    if summary.get("near_theta"):
-        line += (f" ({summary['near_theta']} of them at θ: P(feasible) below 0.5 but not "
-                 f"{NOT_FOLLOWABLE_LEVEL:.0%} sure to fall short)")
+    if summary.get("at_theta"):
+        line += (f"; of the others, {summary['at_theta']} at θ (not {SURE_LEVEL:.0%} sure to "
+                 "fall short: another base might follow them)")
     lines.append(line)
     if not summary["top"]:
         lines.append(f"no workflow reached compliance θ = {theta}; nothing to rank")

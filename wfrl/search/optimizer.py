@@ -128,14 +128,15 @@ ACQ_REWARD_MIN_SIGNAL = 1.0
 # evaluations on one workflow). "new": only a workflow not yet seen feasible switches the floor
 # on; "any": any workflow at PF_MIN does (the rule before the split).
 PF_FLOOR_RULE = "new"
-# What the search reports as not followable: a workflow whose P(feasible) is below
-# 1 − NOT_FOLLOWABLE_LEVEL, i.e. one the feasibility model is 95 % sure falls short of θ (the
-# level of the tie statement). A search measures the policies of one base, and a base whose class
-# sits at θ puts that class's visits a little below it (0.946–0.951 where the truth's five runs
-# put it at 0.970 and 0.975): read at P(feasible) ≥ 0.5, the 60 workflows of a followable class
-# become a coin toss called "not followable". The acquisition still steers by P(feasible) itself
-# (PF_CAP, PF_MIN). Ablation: docs/results/search/2026-11-29_followable_level.
-NOT_FOLLOWABLE_LEVEL = 0.95
+# The feasible set a search reports is P(feasible) ≥ 0.5. Of the workflows outside it, those the
+# model is not SURE_LEVEL sure fall short of θ (P(feasible) ≥ 1 − SURE_LEVEL) are counted apart
+# as "at θ": a search measures the policies of one base, and a base that puts a followable class
+# just below θ (visits at 0.946–0.951 where the ground truth's five runs put it at 0.970 and 0.975)
+# makes that class a coin toss. Reporting only the sure ones as unfollowable was tried and
+# rejected: on CAGE2, where all 120 are followable, it agreed with the truth in more searches, but
+# on the planted benchmark, whose unfollowable workflows the search rightly avoids visiting, it got
+# 49 % of the 120 right after 15 visits against 94 % (docs/results/search/2026-11-28_followable_level).
+SURE_LEVEL = 0.95
 
 
 def compliance_ceiling(theta: float) -> float:
@@ -309,9 +310,14 @@ class WorkflowOptimizer:
         return self._posterior
 
     def predicted_feasible(self) -> np.ndarray:
-        """Boolean over the 120: not reported as not followable (P(feasible) ≥ 1 −
-        NOT_FOLLOWABLE_LEVEL)."""
-        return self.posterior().p_feasible >= 1.0 - NOT_FOLLOWABLE_LEVEL
+        """Boolean over the 120: the feasible set the search reports (P(feasible) ≥ 0.5)."""
+        return self.posterior().p_feasible >= 0.5
+
+    def at_theta(self) -> np.ndarray:
+        """Boolean over the 120: outside the predicted feasible set, but not SURE_LEVEL sure to
+        fall short of θ."""
+        p = self.posterior().p_feasible
+        return (p < 0.5) & (p >= 1.0 - SURE_LEVEL)
 
     def beta_t(self) -> float:
         return float(self.beta) if self.beta is not None else beta_schedule(len(self.history) + 1)

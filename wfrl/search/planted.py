@@ -14,9 +14,10 @@ A method is judged on problems whose answer is known. An instance (seeded) has
 `run_planted` drives WorkflowOptimizer with each acquisition on every (instance, seed) for K
 evaluations and scores what it reports after K: the rank of optimizer.recommend() among the
 feasible workflows by true reward (1 = the best feasible; no report = last), whether it is within
-2 noise standard errors of the best, and the share of evaluations after the 5th spent on
-infeasible workflows. Every method gets the same observation noise stream per (instance, seed) and
-the same reporting rule, so the table compares acquisitions only.
+2 noise standard errors of the best, the share of the 120 workflows whose predicted feasibility
+is right, and the share of evaluations after the 5th spent on infeasible workflows. Every method
+gets the same observation noise stream per (instance, seed) and the same reporting rule, so the
+table compares acquisitions only.
 """
 from __future__ import annotations
 
@@ -113,7 +114,9 @@ def run_one(inst: PlantedInstance, acquisition: str, seed: int, k_max: int = max
     noise = np.random.default_rng([inst.seed, seed, 0x0B5])
     ranks = inst.feasible_rank()
     best = inst.best()
-    picks, out = [], {"ranks": {}, "near_best": {}, "reported": {}}
+    picks = []
+    out = {"ranks": {}, "near_best": {}, "reported": {}, "feasible_right": {},
+           "feasible_right_sure": {}}
     for k in range(1, k_max + 1):
         w = opt.ask().index
         picks.append(w)
@@ -124,6 +127,12 @@ def run_one(inst: PlantedInstance, acquisition: str, seed: int, k_max: int = max
             out["ranks"][k] = int(ranks[rep]) if rep is not None else int(inst.feasible.sum())
             out["near_best"][k] = bool(rep is not None and inst.feasible[rep] and
                                        inst.reward[best] - inst.reward[rep] <= 2 * inst.noise_se)
+            # the share of the 120 whose predicted feasibility is right: the search's feasible set
+            # and, beside it, that set with the workflows at θ added (unfollowable only if sure)
+            predicted = opt.predicted_feasible()
+            out["feasible_right"][k] = float(np.mean(predicted == inst.feasible))
+            out["feasible_right_sure"][k] = float(np.mean(
+                (predicted | opt.at_theta()) == inst.feasible))
     later = picks[5:]
     out["infeasible_share_after_5"] = (float(np.mean(~inst.feasible[later])) if later else 0.0)
     out["picks"] = picks
@@ -151,7 +160,10 @@ def run_planted(instances=range(5), seeds=range(20), acquisitions=ACQUISITIONS, 
             ranks = np.array([r["ranks"][k] for r in rs])
             good = np.array([(r["ranks"][k] <= 5) or r["near_best"][k] for r in rs])
             row[acq] = {"median_rank": float(np.median(ranks)), "mean_rank": float(ranks.mean()),
-                        "top5_or_2se": float(good.mean())}
+                        "top5_or_2se": float(good.mean()),
+                        "feasible_right": float(np.mean([r["feasible_right"][k] for r in rs])),
+                        "feasible_right_sure": float(np.mean([r["feasible_right_sure"][k]
+                                                              for r in rs]))}
         table.append(row)
     infeasible = {acq: float(np.mean([r["infeasible_share_after_5"] for r in runs[acq]]))
                   for acq in acquisitions}
@@ -165,10 +177,14 @@ def run_planted(instances=range(5), seeds=range(20), acquisitions=ACQUISITIONS, 
 def format_planted(res: dict) -> str:
     acqs = list(res["infeasible_share_after_5"])
     lines = [f"{res['n_runs']} runs per acquisition (instances × seeds)",
-             f"{'K':>3} " + " ".join(f"{a + ' med':>16} {'top5/2se':>8}" for a in acqs)]
+             f"{'K':>3} " + " ".join(f"{a + ' med':>16} {'top5/2se':>8} {'feas.':>6} {'sure':>6}"
+                                     for a in acqs)]
     for row in res["table"]:
         lines.append(f"{row['K']:3d} " + " ".join(
-            f"{row[a]['median_rank']:16.1f} {row[a]['top5_or_2se']:8.0%}" for a in acqs))
+            f"{row[a]['median_rank']:16.1f} {row[a]['top5_or_2se']:8.0%} "
+            f"{row[a]['feasible_right']:6.1%} {row[a]['feasible_right_sure']:6.1%}" for a in acqs))
+    lines.append("feas.: share of the 120 whose predicted feasibility (P(feasible) ≥ 0.5) is right; "
+                 "sure: the same if only workflows 95 % sure to fall short were unfollowable")
     lines.append("infeasible evaluations after the 5th: " + ", ".join(
         f"{a} {res['infeasible_share_after_5'][a]:.0%}" for a in acqs))
     return "\n".join(lines)

@@ -8,8 +8,8 @@ recommendation and posterior against the truth's mean-of-reds table and its anal
 Per search: the recommendation's rank in the truth (1 = the highest mean reward over the truth's
 runs), whether it is in the truth's top 5 or not distinguishable from the truth's best at 95 %
 (paired t over the truth's runs), the share of the 120 workflows whose predicted feasibility
-(the search's own rule: P_Feasible ≥ 1 − NOT_FOLLOWABLE_LEVEL, i.e. not called unfollowable; and,
-beside it, P_Feasible ≥ 0.5) agrees with the truth's (mean compliance ≥ 0.95), whether its tie statement
+(P_Feasible ≥ 0.5, as the search reports it; beside it, with its workflows at θ counted followable:
+P_Feasible ≥ 1 − SURE_LEVEL) agrees with the truth's (mean compliance ≥ 0.95), whether its tie statement
 agrees with the truth's (both say the best has ties, or both say it has none), its wall time, and
 each compliant visit's measurement minus the truth's mean for that workflow; and, to tell a
 weak base from a wrong model, the base's mean training reward over its last 10 updates and the
@@ -36,7 +36,7 @@ def seeds_arg(text: str) -> list[int]:
 
 def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
     from wfrl.runlog import read_csv
-    from wfrl.search.optimizer import NOT_FOLLOWABLE_LEVEL
+    from wfrl.search.optimizer import SURE_LEVEL
     summary = json.loads((run / "summary.json").read_text())
     post = read_csv(run / "posterior.csv")
     rec = summary["best_workflow_id"]
@@ -46,7 +46,7 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
     followable = np.array(analysis["feasibility"]["mean_compliance"]) >= \
         analysis["feasibility"]["theta"]
     p_feasible = np.array([float(r["P_Feasible"]) for r in post])
-    predicted = p_feasible >= 1.0 - NOT_FOLLOWABLE_LEVEL
+    predicted = p_feasible >= 0.5
     near = rec is not None and (rec == best["best_id"] or rec in best["indistinguishable_ids"])
     gp = read_csv(run / "gp_sampling_log.csv")
     pre = [float(r["Env_Reward"]) for r in read_csv(run / "training_log.csv")
@@ -61,7 +61,8 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
             "indistinguishable_from_truth_best": near,
             "top5_or_tied": bool(rec is not None and (rank[rec] <= 5 or near)),
             "feasible_agreement": round(float(np.mean(predicted == followable)), 4),
-            "feasible_agreement_p50": round(float(np.mean((p_feasible >= 0.5) == followable)), 4),
+            "feasible_agreement_sure": round(float(np.mean(
+                (p_feasible >= 1.0 - SURE_LEVEL) == followable)), 4),
             "search_ties": summary["indistinguishable_from_best"],
             "truth_ties": best["indistinguishable"],
             "tie_statement_agrees": (summary["indistinguishable_from_best"] > 0) ==
@@ -119,8 +120,8 @@ def main(argv=None) -> int:
               "top5_or_tied": sum(s["top5_or_tied"] for s in scores),
               "feasible_agreement_min": min((s["feasible_agreement"] for s in scores), default=None),
               "feasible_agreement_95": sum(s["feasible_agreement"] >= 0.95 for s in scores),
-              "feasible_agreement_p50_95": sum(s["feasible_agreement_p50"] >= 0.95
-                                               for s in scores),
+              "feasible_agreement_sure_95": sum(s["feasible_agreement_sure"] >= 0.95
+                                                for s in scores),
               "tie_statement_agrees": sum(s["tie_statement_agrees"] for s in scores),
               "truth_sentence": analysis["sentence"], "truth_best": analysis["best"]["best"],
               "truth_runs": analysis["runs"], "scores": scores}

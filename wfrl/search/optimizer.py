@@ -128,14 +128,15 @@ ACQ_REWARD_MIN_SIGNAL = 1.0
 # evaluations on one workflow). "new": only a workflow not yet seen feasible switches the floor
 # on; "any": any workflow at PF_MIN does (the rule before the split).
 PF_FLOOR_RULE = "new"
-# The feasible set a search reports is P(feasible) ≥ 0.5. Of the workflows outside it, those the
-# model is not SURE_LEVEL sure fall short of θ (P(feasible) ≥ 1 − SURE_LEVEL) are counted apart
-# as "at θ": a search measures the policies of one base, and a base that puts a followable class
-# just below θ (visits at 0.946–0.951 where the ground truth's five runs put it at 0.970 and 0.975)
-# makes that class a coin toss. Reporting only the sure ones as unfollowable was tried and
-# rejected: on CAGE2, where all 120 are followable, it agreed with the truth in more searches, but
-# on the planted benchmark, whose unfollowable workflows the search rightly avoids visiting, it got
-# 49 % of the 120 right after 15 visits against 94 % (docs/results/search/2026-11-28_followable_level).
+# The feasible set a search reports is P(feasible) ≥ 0.5. Of the workflows outside it, those
+# the model is not SURE_LEVEL sure fall short of θ (P(feasible) ≥ 1 − SURE_LEVEL) are counted
+# apart as "at θ": a search measures the policies of one base, and a base that puts a followable
+# class just below θ (visits at 0.936–0.951 where the ground truth's five runs put it at 0.970
+# and 0.975) makes that class a coin toss. Reporting only the sure ones as unfollowable was
+# tried and rejected: on CAGE2, where all 120 are followable, it agreed with the truth in more
+# searches, but on the planted benchmark, whose unfollowable workflows the search rightly
+# avoids visiting, it got 49 % of the 120 right after 15 visits against 94 %
+# (docs/results/search/2026-11-28_followable_level).
 SURE_LEVEL = 0.95
 
 

@@ -183,8 +183,9 @@ def format_planted(res: dict) -> str:
         lines.append(f"{row['K']:3d} " + " ".join(
             f"{row[a]['median_rank']:16.1f} {row[a]['top5_or_2se']:8.0%} "
             f"{row[a]['feasible_right']:6.1%} {row[a]['feasible_right_sure']:6.1%}" for a in acqs))
-    lines.append("feas.: share of the 120 whose predicted feasibility (P(feasible) ≥ 0.5) is right; "
-                 "sure: the same if only workflows 95 % sure to fall short were unfollowable")
+    lines.append("feas.: share of the 120 whose predicted feasibility (P(feasible) ≥ 0.5) is "
+                 "right; sure: the same if only workflows 95 % sure to fall short were "
+                 "unfollowable")
     lines.append("infeasible evaluations after the 5th: " + ", ".join(
         f"{a} {res['infeasible_share_after_5'][a]:.0%}" for a in acqs))
     return "\n".join(lines)

@@ -394,8 +394,8 @@ class WorkflowOptimizer:
         seen = sorted({o["workflow"] for o in self.feasible_observations()})
         if not seen:
             return []
-        p = self.posterior().p_feasible
-        sure = [w for w in seen if p[w] >= 0.5]
+        predicted = self.predicted_feasible()
+        sure = [w for w in seen if predicted[w]]
         return sure or seen
 
     def recommend(self) -> int | None:
@@ -412,7 +412,6 @@ class WorkflowOptimizer:
         feasible workflow's probability of being the best of them, and how many predicted-
         feasible workflows the best does not beat with probability `level`."""
         candidates = self.candidates()
-        post = self.posterior()
         relations = self.relations()
         if not candidates:
             return Report(None, [], {}, [], int(self.predicted_feasible().sum()),

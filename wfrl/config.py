@@ -232,37 +232,32 @@ class PPOConfig(Settings):
     max_grad_norm: float = setting(0.5, check=positive)
     """Global gradient-norm clip."""
     clip_per_net: bool = False
-    """Clip the actor's and the critic's gradient norms separately (each to --max-grad-norm)
-    instead of their joint norm, so that a critic whose loss explodes does not shrink the
-    actor's step."""
+    """Clip the actor's and the critic's gradient norms separately (each to --max-grad-norm),
+    so that a critic whose loss explodes does not shrink the actor's step."""
     target_kl: float = setting(0.0, check=non_negative)
-    """Early stop of an update: once a minibatch's approximate KL divergence from the policy its
-    ratio is taken against (the one that played the batch) exceeds 1.5 × this, the update ends
-    before that minibatch's step (0 = off: every epoch runs)."""
+    """Early stop of an update: once a minibatch's approximate KL divergence from the policy
+    that played the batch exceeds 1.5 × this, the update ends before its step (0 = off)."""
     hidden: int = setting(64, check=positive)
     """Units in each of the two hidden layers of actor and critic."""
     memory: bool = False
     """Add the defender's memory block (seen scans, compromises since my last restore, my
     restores and decoys, time) to the policy input."""
     mask: bool = False
-    """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or
-    already has."""
+    """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or has."""
     truth_input: bool = False
     """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
     to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
     decoupled: bool = True
-    """On a batch played by older weights than the learner's (collected while the previous
-    update ran, --overlap): clip the ratio against the policy before this update and weight each
-    step by its probability under that policy over the behaviour one (decoupled PPO); without
-    it the ratio is taken against the stale behaviour policy. No effect on fresh batches."""
+    """On a batch played by older weights (collected during the previous update, --overlap):
+    clip the ratio against the policy before this update, weighting each step by its probability
+    under it over the behaviour one (decoupled PPO); without, against the behaviour policy."""
     first_fix_bonus: bool = True
     """The alignment rule's first-fix bonus (the original system's rule): the compliance rate
     starts each episode at 0.5, so the first compliant fix earns λ/2. It speeds early learning,
     but, earned soonest by a fix at step 1, it teaches a pointless fix there; without it
     (--no-first-fix-bonus) long runs end better, short ones (the search) learn too slowly."""
     lr_final: float = setting(1.0, check=non_negative)
-    """Learning rate at the end of a single-workflow run, as a fraction of --lr (linear;
-    1 = constant)."""
+    """Final learning rate of a single-workflow run, a fraction of --lr (linear; 1 = constant)."""
     entropy_final: float = setting(1.0, check=non_negative)
     """Entropy weight at the end of a single-workflow run, as a fraction of --entropy-coef
     (linear; 1 = constant)."""
@@ -274,14 +269,12 @@ class PPOConfig(Settings):
 
 # Named starting points for the learner; flags given on the command line override them.
 #   recipe   (default) what the ablations in docs/training.md support: 200 episodes per update,
-#            the memory block and the action mask, the actor's and the critic's gradient norms
-#            clipped apart, the greedy policy evaluated every 5,000 episodes (best.pt). Learning
-#            rate and entropy weight stay constant: annealing them (--lr-final, --entropy-final)
-#            did not help in the ablation.
+#            memory block and action mask, the two networks' gradient norms clipped apart, the
+#            greedy policy evaluated every 5,000 episodes (best.pt); constant learning rate and
+#            entropy weight (annealing them did not help in the ablation).
 #   original the original system's learner: 10 episodes per update, observation and workflow
-#            only, constant learning rate and entropy weight, one joint gradient-norm clip, no
-#            periodic evaluation, every batch played by the weights it updates (no overlap), and
-#            its alignment rule with the first-fix bonus (today's default too).
+#            only, constant schedules, one joint gradient-norm clip, no periodic evaluation, no
+#            overlap, and its alignment rule with the first-fix bonus (today's default too).
 PPO_PRESETS = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
                "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
@@ -424,22 +417,23 @@ class SearchConfig(_RunSettings):
     max_episodes: int = setting(3_000, check=positive)
     """Episodes one visit of a workflow may use."""
     min_episodes: int = setting(1_000, check=non_negative)
-    """Episodes of a visit before compliance may end it (compliance comes long before the
-    reward settles)."""
+    """Episodes of a visit before compliance may end it (it comes long before reward settles)."""
     pretrain_episodes: int = setting(60_000, check=non_negative)
     """Training of the base before the first visit (part of the budget), one random workflow
-    per update, so every visit starts from a policy that already defends and follows orders
-    (by default trained as `wfrl exhaustive --protocol recipe` trains each of its policies);
+    per update, so every visit starts from a policy that already defends and follows orders;
     the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
     their end values. 0 = none (the original system). 120,000 on the leaderboard's code."""
+    pretrain_warmup: int | None = setting(None, check=non_negative)
+    """Episodes at the start of the pretraining played without the compliance reward (λ = 0):
+    the base learns to defend, then to follow orders (default: a third of --pretrain-episodes;
+    0: none, as `wfrl exhaustive --protocol recipe` trains the ground truth's policies)."""
     episodes_per_update: int = setting(200, check=positive)
     """Episodes collected for each PPO update."""
     compliance_threshold: float = setting(0.95, check=unit_interval)
     """θ: a visit ends successfully once its compliance (the mean over its last
     --compliance-window updates) reaches it."""
     compliance_window: int = setting(3, check=positive)
-    """Updates averaged into a visit's compliance (1 = the last update alone, the first
-    search)."""
+    """Updates averaged into a visit's compliance (1 = the last update alone, the first search)."""
     patience: int = setting(5, check=positive)
     """Updates without a new best compliance before a visit gives up."""
     inherit: str = setting("base", check=one_of(*INHERIT, what="inheritance"),
@@ -464,10 +458,10 @@ class SearchConfig(_RunSettings):
     final policy (of --compliance-eval-episodes when that is larger: one evaluation serves
     both)."""
     compliance_eval_episodes: int = setting(200, check=non_negative)
-    """With --visit-eval training: N > 0: a finished visit's compliance — what decides whether it reached θ and what the
-    feasibility model learns — is measured on N extra episodes of its final policy (reserved
-    episode numbers, outside the budget). The training window that ended the visit was picked by
-    the stop rule, the first to cross θ, and so reads high. 0: that window (the first searches)."""
+    """With --visit-eval training, N > 0: a finished visit's compliance (what decides θ and what
+    the feasibility model learns) is measured on N extra episodes of its final policy (reserved,
+    outside the budget); the window that ended the visit, the first to cross θ, reads high.
+    0: that window (the first searches)."""
     acquisition: str = setting("constrained", check=one_of(*ACQUISITIONS),
                                metavar="|".join(ACQUISITIONS))
     """How the next workflow is chosen: constrained (UCB of reward × probability of reaching θ),
@@ -480,6 +474,12 @@ class SearchConfig(_RunSettings):
         if self.visit_eval == "greedy" and self.gp_eval_episodes < 2:
             raise UserError("--visit-eval greedy needs --gp-eval-episodes ≥ 2 (its episodes per "
                             "red)")
+
+    def warmup_episodes(self) -> int:
+        """Pretraining episodes without the compliance reward (--pretrain-warmup, resolved)."""
+        pretrain = min(self.pretrain_episodes, self.total_episodes)
+        given = self.pretrain_warmup
+        return min(pretrain // 3 if given is None else given, pretrain)
 
     def eval_reds(self) -> list[str]:
         """The reds a greedy visit evaluation plays: the training red, or both of mixed."""

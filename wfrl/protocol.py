@@ -307,24 +307,29 @@ def pretrain_workflow(seed: int, update: int) -> Workflow:
 
 
 def pretrain(steps: LearnerSteps, learner, seed: int, first_episode: int, done_episodes: int,
-             total: int, per_update: int, done_updates: int = 0, behaviour=None):
+             total: int, per_update: int, done_updates: int = 0, behaviour=None,
+             until: int | None = None):
     """Generator over pretraining updates (each on a workflow drawn by pretrain_workflow):
     yields (workflow, episodes, episode stats, update stats, collection s, update s) after each;
     continues after `done_updates` updates that used `done_episodes` of `total`, numbering
     episodes from first_episode. The next update's workflow is known in advance, so with overlap
     its batch is collected while this one's update runs. behaviour: see LearnerSteps.step.
     The learner's schedules (--lr-final, --entropy-final) run over the pretraining: each update
-    is made at the share of `total` already trained on (no change with both at 1)."""
+    is made at the share of `total` already trained on (no change with both at 1).
+    until: stop after the update that reaches this many episodes (the schedules still run over
+    `total`), with no batch collected ahead past it: a search's warm-up ends there and the rest
+    plays on another collector (--pretrain-warmup)."""
     update = done_updates
     done = done_episodes
-    while done < total:
+    until = total if until is None else min(until, total)
+    while done < until:
         learner.set_progress(done / total)
         wf = pretrain_workflow(seed, update)
         n = min(per_update, total - done)
         after = done + n
 
         def then(_eps, after=after, update=update):
-            if after >= total:
+            if after >= until:
                 return None
             return pretrain_workflow(seed, update + 1), first_episode + after, \
                 min(per_update, total - after)

@@ -25,9 +25,7 @@ log line duplicated or lost.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,7 +35,7 @@ import numpy as np
 from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import SearchConfig, with_older_runs_ppo
+from wfrl.config import SearchConfig
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
@@ -50,7 +48,7 @@ from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, l
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
-                               load_state)
+                               load_state, resume_config)  # noqa: F401 (the CLI's resume)
 from wfrl.workflow import Workflow
 
 # posterior.csv, written when a search ends: what the models say of each of the 120 workflows
@@ -104,6 +102,7 @@ class WorkflowSearch:
         self.run = Path(cfg.out)
         self._t0 = None  # start of this session (run_search)
         self.steps = None  # LearnerSteps of run_search
+        self.collector = None  # the collector of run_search (the warm-up's, then the search's)
         self._writer = StateWriter()   # the commits (_commit)
         self._eval_backends = {}       # red -> backend of the greedy visit evaluations
         if resume:
@@ -170,21 +169,17 @@ class WorkflowSearch:
         cfg, state = self.cfg, self.state
         self._t0, self._wall_before = time.perf_counter(), float(state.wall_time)
         self._episodes_at_start = state.episodes_used
-        collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent,
-                                   cfg.ppo.net(), cfg.seed, cfg.alignment_lambda,
-                                   cfg.count_foothold, cfg.n_workers, cfg.episodes_per_update,
-                                   ray_address=cfg.ray_address)
-        self.steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap,
-                                  threads=cfg.learner_threads)
+        warm = not state.pretraining.done and state.pretraining.episodes < cfg.warmup_episodes()
+        self._open_collector(0.0 if warm else cfg.alignment_lambda)
         try:
             learner = self._restore_learner()
-            learner = self._pretrain(collector, learner)
+            learner = self._pretrain(learner)
             while state.active is not None or not self._budget_spent():
                 if state.active is None:
                     learner = self._pick_next()
-                stop = self._train_update(collector, learner)
+                stop = self._train_update(self.collector, learner)
                 if stop is not None:
-                    self._record_visit(collector, learner, stop)
+                    self._record_visit(self.collector, learner, stop)
                     learner = None
                 self._commit(learner)
         except KeyboardInterrupt:
@@ -199,12 +194,30 @@ class WorkflowSearch:
             raise
         finally:
             self.steps.cancel()
-            collector.close()
+            self.collector.close()
             for backend in self._eval_backends.values():
                 backend.close()
             self._eval_backends.clear()
         self._writer.flush()
         return self._close()
+
+    def _open_collector(self, lam: float) -> None:
+        """The collector (and its LearnerSteps) that plays with alignment weight `lam`."""
+        cfg = self.cfg
+        self.collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent,
+                                        cfg.ppo.net(), cfg.seed, lam, cfg.count_foothold,
+                                        cfg.n_workers, cfg.episodes_per_update,
+                                        ray_address=cfg.ray_address)
+        self.steps = LearnerSteps(self.collector, cfg.ppo, overlap=cfg.overlap,
+                                  threads=cfg.learner_threads)
+
+    def _use_search_collector(self) -> None:
+        """After the warm-up: the collector with the search's compliance reward (nothing is
+        collected ahead across the switch)."""
+        if self.collector.lam != self.cfg.alignment_lambda:
+            self.steps.cancel()
+            self.collector.close()
+            self._open_collector(self.cfg.alignment_lambda)
 
     def _restore_learner(self) -> PPOLearner | None:
         """The learner committed with the state (mid-pretraining or mid-visit), if any, and the
@@ -237,37 +250,49 @@ class WorkflowSearch:
                 / max(time.perf_counter() - self._t0, 1e-9))
 
     # ---------------------------------------------------------------- step 1: pretrain
-    def _pretrain(self, collector, learner):
-        """Pretraining phase (resumable per update); returns None once the base is saved."""
+    def _pretrain(self, learner):
+        """Pretraining phase (resumable per update); returns None once the base is saved. Its
+        first cfg.warmup_episodes() play on a collector without the compliance reward, the rest
+        (and the search) on the search's own."""
         cfg, state = self.cfg, self.state
         pretraining = state.pretraining
         if pretraining.done:
             return learner
         total = min(cfg.pretrain_episodes, cfg.total_episodes)
+        warmup = cfg.warmup_episodes()
         if learner is None:
             learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed))
         if pretraining.episodes == 0 and total > 0:
-            self.progress(f"[pretraining] {total} episodes, one random workflow per update")
+            self.progress(f"[pretraining] {total} episodes, one random workflow per update"
+                          + (f"; the first {warmup} without the compliance reward"
+                             if warmup else ""))
         first_episode = state.episodes_used - pretraining.episodes
-        for wf, n, eps, ustats, t_collect, t_update in pretrain(
-                self.steps, learner, cfg.seed, first_episode, pretraining.episodes,
-                total, cfg.episodes_per_update, pretraining.updates,
-                behaviour=self._take_behaviour()):
-            state.episodes_used += n
-            pretraining.episodes += n
-            pretraining.updates += 1
-            state.updates += 1
-            row = log_row(wf, pretraining.updates, pretraining.episodes, state.episodes_used, eps,
-                          ustats, t_collect, t_update, behaviour_version(eps), phase="pretrain",
-                          first_fix=self.steps.first_fix)
-            self.train_log.append(row)
-            state.training_log_rows += 1
-            self.progress(f"  pretraining | update {pretraining.updates:3d} | "
-                          f"{self._rate():6.1f} eps/s | "
-                          f"reward {row['Env_Reward']:8.2f} ± {row['Env_Reward_SE']:5.2f} | "
-                          f"compliance {row['Compliance']:.3f} | budget left "
-                          f"{cfg.total_episodes - state.episodes_used}")
-            self._commit(learner)
+        for until in (warmup, total):
+            if pretraining.episodes >= until:
+                continue
+            if pretraining.episodes >= warmup:
+                self._use_search_collector()
+            for wf, n, eps, ustats, t_collect, t_update in pretrain(
+                    self.steps, learner, cfg.seed, first_episode, pretraining.episodes,
+                    total, cfg.episodes_per_update, pretraining.updates,
+                    behaviour=self._take_behaviour(), until=until):
+                state.episodes_used += n
+                pretraining.episodes += n
+                pretraining.updates += 1
+                state.updates += 1
+                row = log_row(wf, pretraining.updates, pretraining.episodes,
+                              state.episodes_used, eps, ustats, t_collect, t_update,
+                              behaviour_version(eps), phase="pretrain",
+                              first_fix=self.steps.first_fix)
+                self.train_log.append(row)
+                state.training_log_rows += 1
+                self.progress(f"  pretraining | update {pretraining.updates:3d} | "
+                              f"{self._rate():6.1f} eps/s | "
+                              f"reward {row['Env_Reward']:8.2f} ± {row['Env_Reward_SE']:5.2f} | "
+                              f"compliance {row['Compliance']:.3f} | budget left "
+                              f"{cfg.total_episodes - state.episodes_used}")
+                self._commit(learner)
+        self._use_search_collector()
         if total > 0:
             save_checkpoint(checkpoint_path(self.run, BASE_POLICY),
                             base_payload(learner, cfg.ppo, pretraining.episodes,
@@ -661,37 +686,3 @@ def search_defaults(backend: str, given: dict) -> dict:
         fill["total_episodes"] = (base.total_episodes + LEADERBOARD_SEARCH_PRETRAIN
                                   - base.pretrain_episodes)
     return fill
-
-
-def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
-    """The configuration stored in a run directory (with runtime-only overrides such as the
-    collector, which do not change results)."""
-    path = Path(run_dir) / "experiment_config.json"
-    if not Path(run_dir).is_dir():
-        raise UserError(f"cannot resume: {run_dir} is not a directory")
-    if not path.exists():
-        raise UserError(f"cannot resume: {run_dir} holds no experiment_config.json")
-    try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot resume: {path} is unreadable or not JSON ({exc})") from None
-    if not isinstance(d, dict) or d.get("mode") != "search":
-        raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
-    d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
-    d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
-    # one started before --learner-threads existed updated with torch's default: every core
-    d.setdefault("learner_threads", os.cpu_count() or 1)
-    # one started before --compliance-eval-episodes existed judged its visits by their window
-    d.setdefault("compliance_eval_episodes", 0)
-    # one started before --visit-eval existed measured its visits on its training (and sampled
-    # evaluation episodes), against the red it named (B_line by default then)
-    d.setdefault("visit_eval", "training")
-    d.setdefault("gp_eval_episodes", 0)
-    if isinstance(d.get("ppo"), dict):
-        # e.g. one started before --decoupled existed took the ratio of its stale batches
-        # against the behaviour policy: it continues as it began
-        d["ppo"] = with_older_runs_ppo(d["ppo"])
-    d["out"] = os.fspath(run_dir)
-    d.update(overrides or {})
-    return SearchConfig.from_dict(d)
-

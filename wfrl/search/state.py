@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from wfrl.config import SearchConfig, with_older_runs_ppo
 from wfrl.errors import UserError
 from wfrl.runlog import _atomic_write_bytes
 
@@ -226,3 +228,37 @@ def load_state(path: Path) -> tuple[SearchState, dict | None]:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"cannot resume: {path} is damaged ({reason[:100]})") from None
     return state, blob["learner"]
+
+
+def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
+    """The configuration stored in a run directory (with runtime-only overrides such as the
+    collector, which do not change results)."""
+    path = Path(run_dir) / "experiment_config.json"
+    if not Path(run_dir).is_dir():
+        raise UserError(f"cannot resume: {run_dir} is not a directory")
+    if not path.exists():
+        raise UserError(f"cannot resume: {run_dir} holds no experiment_config.json")
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot resume: {path} is unreadable or not JSON ({exc})") from None
+    if not isinstance(d, dict) or d.get("mode") != "search":
+        raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
+    d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
+    d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
+    # one started before --learner-threads existed updated with torch's default: every core
+    d.setdefault("learner_threads", os.cpu_count() or 1)
+    # one started before --compliance-eval-episodes existed judged its visits by their window
+    d.setdefault("compliance_eval_episodes", 0)
+    # one started before --visit-eval existed measured its visits on its training (and sampled
+    # evaluation episodes), against the red it named (B_line by default then)
+    d.setdefault("visit_eval", "training")
+    d.setdefault("gp_eval_episodes", 0)
+    d.setdefault("pretrain_warmup", 0)  # and one before --pretrain-warmup, without a warm-up
+    if isinstance(d.get("ppo"), dict):
+        # e.g. one started before --decoupled existed took the ratio of its stale batches
+        # against the behaviour policy: it continues as it began
+        d["ppo"] = with_older_runs_ppo(d["ppo"])
+    d["out"] = os.fspath(run_dir)
+    d.update(overrides or {})
+    return SearchConfig.from_dict(d)

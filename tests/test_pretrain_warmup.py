@@ -118,3 +118,32 @@ def test_a_search_started_before_the_warmup_existed_resumes_without_one(tmp_path
     del stored["pretrain_warmup"]
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
     assert resume_config(str(tmp_path)).warmup_episodes() == 0
+
+
+@pytest.mark.slow
+def test_a_collector_that_fails_to_start_after_the_warmup_loses_nothing(tmp_path, monkeypatch):
+    """The search's collector cannot start at the switch (e.g. its Ray instance does not come
+    up): the error is the run's, every committed update stays, and a resume finishes the run as
+    the uninterrupted one."""
+    import wfrl.search.loop as loop
+    from wfrl.errors import UserError
+    real, opened = loop.make_collector, []
+
+    def second_fails(*args, **kw):
+        opened.append(args)
+        if len(opened) == 2:
+            raise UserError("the collector could not start")
+        return real(*args, **kw)
+
+    kw = dict(total_episodes=450, pretrain_episodes=250, pretrain_warmup=120)
+    out = tmp_path / "run"
+    monkeypatch.setattr(loop, "make_collector", second_fails)
+    with pytest.raises(UserError, match="could not start"):
+        search(search_cfg(out, **kw), progress=quiet)
+    monkeypatch.setattr(loop, "make_collector", real)
+    assert [int(r["Episodes"]) for r in read_csv(out / "training_log.csv")] == [50, 100, 150]
+    summary = search(resume_cfg(out), resume=True, progress=quiet)
+    ref = search(search_cfg(tmp_path / "ref", **kw), progress=quiet)
+    assert comparable(read_csv(out / "training_log.csv")) == \
+        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    assert summary["top"] == ref["top"]

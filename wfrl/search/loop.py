@@ -194,7 +194,8 @@ class WorkflowSearch:
             raise
         finally:
             self.steps.cancel()
-            self.collector.close()
+            if self.collector is not None:
+                self.collector.close()
             for backend in self._eval_backends.values():
                 backend.close()
             self._eval_backends.clear()
@@ -216,7 +217,8 @@ class WorkflowSearch:
         collected ahead across the switch)."""
         if self.collector.lam != self.cfg.alignment_lambda:
             self.steps.cancel()
-            self.collector.close()
+            old, self.collector = self.collector, None   # (closed once, whatever happens next)
+            old.close()
             self._open_collector(self.cfg.alignment_lambda)
 
     def _restore_learner(self) -> PPOLearner | None:

@@ -36,6 +36,15 @@ def comparable(rows):
     return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows]
 
 
+def assert_same_logs(run, ref) -> None:
+    """Two search directories hold the same training log (but for wall-clock columns) and the
+    same visits."""
+    from wfrl.runlog import read_csv
+    assert comparable(read_csv(run / "training_log.csv")) == \
+        comparable(read_csv(ref / "training_log.csv"))
+    assert read_csv(run / "gp_sampling_log.csv") == read_csv(ref / "gp_sampling_log.csv")
+
+
 _reference = {}
 
 

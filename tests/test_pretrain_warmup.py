@@ -5,7 +5,7 @@ without one."""
 import json
 
 import pytest
-from _search_helpers import comparable, quiet, resume_cfg, search_cfg
+from _search_helpers import assert_same_logs, quiet, resume_cfg, search_cfg
 
 from wfrl.config import SearchConfig
 from wfrl.protocol import pretrain
@@ -102,10 +102,7 @@ def test_a_run_killed_in_the_warmup_resumes_to_the_uninterrupted_run(tmp_path, m
         search(search_cfg(out, **kw), progress=quiet)
     monkeypatch.setattr(WorkflowSearch, "_commit", real)
     summary = search(resume_cfg(out), resume=True, progress=quiet)
-    assert comparable(read_csv(out / "training_log.csv")) == \
-        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
-    assert read_csv(out / "gp_sampling_log.csv") == \
-        read_csv(tmp_path / "ref" / "gp_sampling_log.csv")
+    assert_same_logs(out, tmp_path / "ref")
     assert summary["top"] == ref["top"]
 
 
@@ -144,6 +141,5 @@ def test_a_collector_that_fails_to_start_after_the_warmup_loses_nothing(tmp_path
     assert [int(r["Episodes"]) for r in read_csv(out / "training_log.csv")] == [50, 100, 150]
     summary = search(resume_cfg(out), resume=True, progress=quiet)
     ref = search(search_cfg(tmp_path / "ref", **kw), progress=quiet)
-    assert comparable(read_csv(out / "training_log.csv")) == \
-        comparable(read_csv(tmp_path / "ref" / "training_log.csv"))
+    assert_same_logs(out, tmp_path / "ref")
     assert summary["top"] == ref["top"]

@@ -60,7 +60,7 @@ def reference_run(tmp_path_factory):
 
 
 def resume_cfg(out):
-    from wfrl.search.loop import resume_config
+    from wfrl.search.state import resume_config
     return resume_config(str(out))
 
 

@@ -148,7 +148,7 @@ def test_a_search_started_before_overlap_existed_resumes_without_it(tmp_path):
     import json
 
     from wfrl.config import SearchConfig
-    from wfrl.search.loop import resume_config
+    from wfrl.search.state import resume_config
     stored = {"mode": "search", "wfrl_version": "0.x", **SearchConfig(out=str(tmp_path)).to_dict()}
     del stored["overlap"]
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))

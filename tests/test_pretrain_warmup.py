@@ -107,7 +107,7 @@ def test_a_run_killed_in_the_warmup_resumes_to_the_uninterrupted_run(tmp_path, m
 
 
 def test_a_search_started_before_the_warmup_existed_resumes_without_one(tmp_path):
-    from wfrl.search.loop import resume_config
+    from wfrl.search.state import resume_config
     stored = {"mode": "search", "wfrl_version": "0.x", **SearchConfig(out=str(tmp_path)).to_dict()}
     assert stored["pretrain_warmup"] is None
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))

@@ -271,7 +271,8 @@ def _cmd_train(a) -> int:
         if fixed:
             raise UserError(f"--resume continues with the run's stored settings; {flag_name(fixed[0])}"
                             f" cannot be changed (only {', '.join(map(flag_name, RUNTIME_ONLY))})")
-        from wfrl.search.loop import resume_config, search
+        from wfrl.search.loop import search
+        from wfrl.search.state import resume_config
         search(resume_config(a.resume, _given(a, RUNTIME_ONLY)), resume=True)
         return 0
     run_preset, ppo_preset = preset_settings(a.ppo_preset or DEFAULT_PRESET)

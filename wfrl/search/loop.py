@@ -48,7 +48,7 @@ from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, l
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
-                               load_state, resume_config)  # noqa: F401 (the CLI's resume)
+                               load_state)
 from wfrl.workflow import Workflow
 
 # posterior.csv, written when a search ends: what the models say of each of the 120 workflows
@@ -169,8 +169,7 @@ class WorkflowSearch:
         cfg, state = self.cfg, self.state
         self._t0, self._wall_before = time.perf_counter(), float(state.wall_time)
         self._episodes_at_start = state.episodes_used
-        warm = not state.pretraining.done and state.pretraining.episodes < cfg.warmup_episodes()
-        self._open_collector(0.0 if warm else cfg.alignment_lambda)
+        self._open_collector(self._alignment_now())
         try:
             learner = self._restore_learner()
             learner = self._pretrain(learner)
@@ -212,14 +211,21 @@ class WorkflowSearch:
         self.steps = LearnerSteps(self.collector, cfg.ppo, overlap=cfg.overlap,
                                   threads=cfg.learner_threads)
 
-    def _use_search_collector(self) -> None:
-        """After the warm-up: the collector with the search's compliance reward (nothing is
-        collected ahead across the switch)."""
-        if self.collector.lam != self.cfg.alignment_lambda:
+    def _alignment_now(self) -> float:
+        """The alignment weight the run plays with now: 0 inside the pretraining's warm-up
+        (--pretrain-warmup), the search's λ from its end on."""
+        pretraining = self.state.pretraining
+        warm = not pretraining.done and pretraining.episodes < self.cfg.warmup_episodes()
+        return 0.0 if warm else self.cfg.alignment_lambda
+
+    def _match_collector(self) -> None:
+        """Reopen the collector if it plays with another alignment weight than _alignment_now()
+        (at the warm-up's end; nothing is collected ahead across the switch)."""
+        if self.collector.lam != self._alignment_now():
             self.steps.cancel()
             old, self.collector = self.collector, None   # (closed once, whatever happens next)
             old.close()
-            self._open_collector(self.cfg.alignment_lambda)
+            self._open_collector(self._alignment_now())
 
     def _restore_learner(self) -> PPOLearner | None:
         """The learner committed with the state (mid-pretraining or mid-visit), if any, and the
@@ -272,8 +278,7 @@ class WorkflowSearch:
         for until in (warmup, total):
             if pretraining.episodes >= until:
                 continue
-            if pretraining.episodes >= warmup:
-                self._use_search_collector()
+            self._match_collector()
             for wf, n, eps, ustats, t_collect, t_update in pretrain(
                     self.steps, learner, cfg.seed, first_episode, pretraining.episodes,
                     total, cfg.episodes_per_update, pretraining.updates,
@@ -294,7 +299,7 @@ class WorkflowSearch:
                               f"compliance {row['Compliance']:.3f} | budget left "
                               f"{cfg.total_episodes - state.episodes_used}")
                 self._commit(learner)
-        self._use_search_collector()
+        self._match_collector()   # (a warm-up as long as the pretraining ends here)
         if total > 0:
             save_checkpoint(checkpoint_path(self.run, BASE_POLICY),
                             base_payload(learner, cfg.ppo, pretraining.episodes,

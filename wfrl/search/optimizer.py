@@ -317,8 +317,7 @@ class WorkflowOptimizer:
     def at_theta(self) -> np.ndarray:
         """Boolean over the 120: outside the predicted feasible set, but not SURE_LEVEL sure to
         fall short of θ."""
-        p = self.posterior().p_feasible
-        return (p < 0.5) & (p >= 1.0 - SURE_LEVEL)
+        return ~self.predicted_feasible() & (self.posterior().p_feasible >= 1.0 - SURE_LEVEL)
 
     def beta_t(self) -> float:
         return float(self.beta) if self.beta is not None else beta_schedule(len(self.history) + 1)

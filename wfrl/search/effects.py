@@ -9,6 +9,7 @@ it; with the same evaluation episodes for every run and workflow, the comparison
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -90,28 +91,68 @@ def feasibility(compliance: np.ndarray, theta: float = THETA) -> dict:
             "shared_by_unfollowable": explains}
 
 
+@functools.lru_cache(maxsize=64)
+def dunnett_one_sided(k: int, df: float | None, level: float = LEVEL) -> float:
+    """The critical value d with P(max_i (X_i − X_0) / (√2·S) ≤ d) = level, for X_0..X_k
+    independent standard normal and S² an independent χ²_df / df (df None: S = 1): the one-sided
+    Dunnett value for k comparisons with one mean, equicorrelated 1/2. Computed as
+    E_S[∫ φ(x) Φ(x + d√2·S)^k dx], the inner integral on a fine grid and the outer by Gauss–
+    Legendre nodes in S's probability scale; k = 1 gives Student's t quantile."""
+    from scipy.optimize import brentq
+    from scipy.special import log_ndtr
+    from scipy.stats import chi2
+    x = np.linspace(-10.0, 10.0, 4001)
+    wx = np.full(x.size, x[1] - x[0])
+    wx[[0, -1]] /= 2
+    wx *= np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    if df is None:
+        s, ws = np.ones(1), np.ones(1)
+    else:
+        u, w = np.polynomial.legendre.leggauss(96)
+        s, ws = np.sqrt(chi2.ppf((u + 1) / 2, df) / df), w / 2
+
+    def prob(d: float) -> float:
+        inner = np.exp(k * log_ndtr(x[None, :] + d * math.sqrt(2) * s[:, None])) @ wx
+        return float(inner @ ws)
+
+    return float(brentq(lambda d: prob(d) - level, -5.0, 20.0, xtol=1e-7))
+
+
 def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
-    """The followable workflow with the highest mean reward, and for every other followable
-    workflow whether it is distinguishable from it: a paired t-test over runs of the difference
-    (best − other) at 95 %. With one run there is no interval: nothing is declared tied."""
+    """The followable workflow with the highest mean reward, and which other followable workflows
+    are not distinguishable from the best at 95 %: Hsu's multiple comparisons with the best. In
+    the two-way model over the followable workflows (runs as blocks; s the residual sd on
+    (runs − 1)(m − 1) degrees of freedom), workflow i is distinguishable, worse than the best,
+    when its mean is below the highest other mean by more than d·s·√(2 / runs), d the one-sided
+    Dunnett value for m − 1 comparisons. The tied workflows and the best form a set that holds
+    the truly best with 95 % confidence, whatever the other means are. A test of each workflow
+    against the one that happened to score highest would not: that best is the maximum of m
+    noisy means, and m − 1 uncorrected tests against it call workflows worse by chance. With
+    one run there is no interval: nothing is declared tied."""
     y = np.asarray(rewards, dtype=np.float64)
     runs = y.shape[0]
     means = y.mean(axis=0)
     candidates = np.flatnonzero(feasible) if feasible.any() else np.arange(y.shape[1])
     best = int(candidates[np.argmax(means[candidates])])
     ties = []
-    for j in candidates:
-        if j == best or runs < 2:
-            continue
-        d = y[:, best] - y[:, j]
-        half = _t(runs - 1) * float(d.std(ddof=1)) / math.sqrt(runs)
-        if float(d.mean()) <= half:
-            ties.append(int(j))
+    margin = None
+    if runs >= 2 and len(candidates) >= 2:
+        sub = y[:, candidates]
+        resid = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
+        df = (runs - 1) * (len(candidates) - 1)
+        s = math.sqrt(float((resid ** 2).sum()) / df)
+        margin = dunnett_one_sided(len(candidates) - 1, df) * s * math.sqrt(2.0 / runs)
+        top2 = np.sort(means[candidates])[-2:]
+        for j in candidates:
+            other = top2[0] if j == best else top2[1]
+            if j != best and means[j] - other + margin > 0:
+                ties.append(int(j))
     order = np.argsort(-means, kind="stable")
     return {"best_id": best, "best": Workflow.from_index(best).arrow(),
             "best_reward": round(float(means[best]), 4),
             "best_se": round(float(y[:, best].std(ddof=1) / math.sqrt(runs)), 4) if runs > 1 else None,
             "indistinguishable_ids": ties, "indistinguishable": len(ties),
+            "tie_margin": None if margin is None else round(margin, 4),
             "followable": int(len(candidates)),
             "rank": {int(j): r + 1 for r, j in enumerate(order)}}
 

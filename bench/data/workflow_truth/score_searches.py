@@ -7,13 +7,14 @@ recommendation and posterior against the truth's mean-of-reds table and its anal
 
 Per search: the recommendation's rank in the truth (1 = the highest mean reward over the truth's
 runs), whether it is in the truth's top 5 or not distinguishable from the truth's best at 95 %
-(paired t over the truth's runs), the share of the 120 workflows whose predicted feasibility
-(P_Feasible ≥ 0.5, as the search reports it; beside it, with its workflows at θ counted
-followable: P_Feasible ≥ 1 − SURE_LEVEL) agrees with the truth's (mean compliance ≥ 0.95),
-whether its tie statement agrees with the truth's (both say the best has ties, or both say it
-has none), its wall time, and each compliant visit's measurement minus the truth's mean for that
-workflow; and, to tell a weak base from a wrong model, the base's mean training reward over its
-last 10 updates and the mean compliance of the visits to workflows with user before enterprise.
+(the truth's multiple comparisons with its best), the share of the 120 workflows whose
+predicted feasibility (P_Feasible ≥ 0.5, as the search reports it; beside it, with its
+workflows at θ counted followable: P_Feasible ≥ 1 − SURE_LEVEL) agrees with the truth's
+(mean compliance ≥ 0.95), whether its tie statement agrees with the truth's (both say the best
+has ties, or both say it has none), its wall time, and each compliant visit's measurement minus
+the truth's mean for that workflow; and, to tell a weak base from a wrong model, the base's mean
+training reward over its last 10 updates and the mean compliance of the visits to workflows with
+user before enterprise.
 """
 from __future__ import annotations
 

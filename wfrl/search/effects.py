@@ -124,8 +124,10 @@ def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
     the two-way model over the followable workflows (runs as blocks; s the residual sd on
     (runs − 1)(m − 1) degrees of freedom), workflow i is distinguishable, worse than the best,
     when its mean is below the highest other mean by more than d·s·√(2 / runs), d the one-sided
-    Dunnett value for m − 1 comparisons. The tied workflows and the best form a set that holds
-    the truly best with 95 % confidence, whatever the other means are. A test of each workflow
+    Dunnett value for m − 1 comparisons. Under that model (additive, equal-variance normal
+    errors) the tied workflows and the best form a set that holds the truly best with 95 %
+    confidence, whatever the other means are; a run that fails on a few workflows breaks the
+    equal variance and widens every margin. A test of each workflow
     against the one that happened to score highest would not: that best is the maximum of m
     noisy means, and m − 1 uncorrected tests against it call workflows worse by chance. With
     one run there is no interval: nothing is declared tied."""
@@ -142,11 +144,8 @@ def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
         df = (runs - 1) * (len(candidates) - 1)
         s = math.sqrt(float((resid ** 2).sum()) / df)
         margin = dunnett_one_sided(len(candidates) - 1, df) * s * math.sqrt(2.0 / runs)
-        top2 = np.sort(means[candidates])[-2:]
-        for j in candidates:
-            other = top2[0] if j == best else top2[1]
-            if j != best and means[j] - other + margin > 0:
-                ties.append(int(j))
+        # every j but the best trails it: tied when within the margin of it (Gupta's subset)
+        ties = [int(j) for j in candidates if j != best and means[j] >= means[best] - margin]
     order = np.argsort(-means, kind="stable")
     return {"best_id": best, "best": Workflow.from_index(best).arrow(),
             "best_reward": round(float(means[best]), 4),

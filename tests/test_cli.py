@@ -297,6 +297,14 @@ def test_python_m_wfrl_lets_idle_openmp_threads_sleep_soon(environ, want):
     assert env.get("GOMP_SPINCOUNT") == want
 
 
+@pytest.mark.parametrize("environ,want", [({}, "1"), ({"OMP_NUM_THREADS": "2"}, "2")])
+def test_python_m_wfrl_runs_one_openmp_thread_unless_told(environ, want):
+    from wfrl.__main__ import one_thread_by_default
+    env = dict(environ)
+    one_thread_by_default(env)
+    assert env["OMP_NUM_THREADS"] == want
+
+
 def test_python_m_wfrl_sets_the_policy_before_torch_loads_openmp(tmp_path):
     # what the process's OpenMP runtime saw: libgomp prints its settings when it starts with
     # OMP_DISPLAY_ENV=VERBOSE (its default spin count is 300,000). torch is first imported by
@@ -310,12 +318,14 @@ def test_python_m_wfrl_sets_the_policy_before_torch_loads_openmp(tmp_path):
               "sys.argv = ['wfrl', 'train', '--workflow', 'bogus', '--out', "
               f"{str(tmp_path / 'run')!r}]\n"
               "runpy.run_module('wfrl', run_name='__main__')\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
     env["OMP_DISPLAY_ENV"] = "VERBOSE"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120, env=env)
     assert out.returncode == 2, out.stderr
     assert "GOMP_SPINCOUNT = '10000'" in out.stderr + out.stdout
+    assert "OMP_NUM_THREADS = '1'" in out.stderr + out.stdout   # the pools' size, fixed
 
 
 def test_init_from_starts_from_the_checkpoints_weights(tmp_path):

@@ -8,7 +8,9 @@ from this checkout; its third-party dependencies come from the test environment 
 entry instead of a second multi-gigabyte download, and a check confirms that the wheel's
 declared requirements are met by them (checked per requirement: the environment as a whole
 holds gym-csle-cyborg, installed without its dependencies on purpose)."""
+import os
 import zipfile
+from pathlib import Path
 
 import pytest
 from conftest import run_ok as run
@@ -64,6 +66,15 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel_venv, tmp_path):
     res = run([py, "-m", "wfrl", "eval", "--cage2", "--checkpoint", "pretrained:critical_first",
                "--episodes", "3", "--json"], cwd=tmp_path)
     assert '"settings"' in res.stdout
+    # the `wfrl` script runs what `python -m wfrl` runs, one OpenMP thread unless the user chose
+    # (libgomp prints its settings when it starts with OMP_DISPLAY_ENV=VERBOSE)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env["OMP_DISPLAY_ENV"] = "VERBOSE"
+    res = run([str(Path(py).parent / "wfrl"), "eval", "--cage2", "--checkpoint",
+               "pretrained:critical_first", "--episodes", "1", "--json"], cwd=tmp_path, env=env)
+    assert '"settings"' in res.stdout
+    assert "OMP_NUM_THREADS = '1'" in res.stderr and "GOMP_SPINCOUNT = '10000'" in res.stderr
 
 
 @pytest.mark.slow

@@ -30,10 +30,11 @@ SPIN_COUNT = "10000"
 def quiet_openmp(environ) -> None:
     """GOMP_SPINCOUNT=10000 for this process and its workers, unless the user set it or an
     OMP_WAIT_POLICY. How long an idle OpenMP thread spins before it sleeps: 300,000 turns of
-    `pause` by default. In a default run torch's OpenMP pool works only for the orthogonal
-    initialisation of each visit's new learner (MKL's QR), and then its idle thread spun for
-    3.2 of the first 50 s (0.2 s with this setting), CPU taken from the collectors and the
-    learner. 10,000 turns (well under a millisecond) still hand back-to-back operations of a
+    `pause` by default. It matters where torch's OpenMP pool has more than one thread (the
+    user's OMP_NUM_THREADS, --learner-threads N): with two in a default run, the pool worked only
+    for the orthogonal initialisation of each visit's new learner (MKL's QR), and then its idle
+    thread spun for 3.2 of the first 50 s (0.2 s with this setting), CPU taken from the
+    collectors and the learner. 10,000 turns (well under a millisecond) still hand back-to-back operations of a
     multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s comparison paths
     over without a sleep: their rates are unchanged (docs/learner.md), where
     OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
@@ -44,11 +45,29 @@ def quiet_openmp(environ) -> None:
     environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 
-# Guarded: spawned collector workers re-import the main module under another name.
-if __name__ == "__main__":
+def one_thread_by_default(environ) -> None:
+    """OMP_NUM_THREADS=1 for this process and its workers unless the user set it. A run's
+    results depend on the thread count of every pool that sums for it (torch's and OpenBLAS's,
+    sized from the cores when unset): each new learner's orthogonal initialisation, the update's
+    preparation on the collect-ahead thread, the feasibility model. Left to the machine, a run
+    with the same seed and settings gives other numbers on a machine with another core count.
+    One thread is what the default run uses anyway: the learner sets its own count for each
+    update (--learner-threads), and the collectors' workers play one episode at a time. Must
+    run before numpy and torch are imported: both read it once, when they load."""
+    environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def run() -> None:
+    """`python -m wfrl` and the `wfrl` script: the command line with the environment above."""
     quiet_openmp(os.environ)
+    one_thread_by_default(os.environ)
     from wfrl.cli import main
     code = main()
     if hasattr(atexit, "_run_exitfuncs") and hasattr(threading, "_shutdown"):
         _leave(code if isinstance(code, int) else (0 if code is None else 1))
     sys.exit(code)
+
+
+# Guarded: spawned collector workers re-import the main module under another name.
+if __name__ == "__main__":
+    run()

@@ -34,9 +34,9 @@ def quiet_openmp(environ) -> None:
     user's OMP_NUM_THREADS, --learner-threads N): with two in a default run, the pool worked only
     for the orthogonal initialisation of each visit's new learner (MKL's QR), and then its idle
     thread spun for 3.2 of the first 50 s (0.2 s with this setting), CPU taken from the
-    collectors and the learner. 10,000 turns (well under a millisecond) still hand back-to-back operations of a
-    multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s comparison paths
-    over without a sleep: their rates are unchanged (docs/learner.md), where
+    collectors and the learner. 10,000 turns (well under a millisecond) still hand back-to-back
+    operations of a multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s
+    comparison paths over without a sleep: their rates are unchanged (docs/learner.md), where
     OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
     sleeps, never what a computation gives (the same training log). Must run before torch is
     imported: OpenMP reads it once, when it loads."""
@@ -48,9 +48,11 @@ def quiet_openmp(environ) -> None:
 def one_thread_by_default(environ) -> None:
     """OMP_NUM_THREADS=1 for this process and its workers unless the user set it. A run's
     results depend on the thread count of every pool that sums for it (torch's and OpenBLAS's,
-    sized from the cores when unset): each new learner's orthogonal initialisation, the update's
-    preparation on the collect-ahead thread, the feasibility model. Left to the machine, a run
-    with the same seed and settings gives other numbers on a machine with another core count.
+    sized from the cores when unset). The learner sets its own count around each update, but
+    other work runs on those pools as they are: each new learner's orthogonal initialisation,
+    work on other threads (the collect-ahead thread builds the next update's batch), the
+    feasibility model's linear algebra. Left to the machine, the same seed and settings give
+    other numbers on a machine with another core count (docs/learner.md, "Threads").
     One thread is what the default run uses anyway: the learner sets its own count for each
     update (--learner-threads), and the collectors' workers play one episode at a time. Must
     run before numpy and torch are imported: both read it once, when they load."""

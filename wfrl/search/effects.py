@@ -127,10 +127,10 @@ def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
     Dunnett value for m − 1 comparisons. Under that model (additive, equal-variance normal
     errors) the tied workflows and the best form a set that holds the truly best with 95 %
     confidence, whatever the other means are; a run that fails on a few workflows breaks the
-    equal variance and widens every margin. A test of each workflow
-    against the one that happened to score highest would not: that best is the maximum of m
-    noisy means, and m − 1 uncorrected tests against it call workflows worse by chance. With
-    one run there is no interval: nothing is declared tied."""
+    equal variance and widens every margin. A test of each workflow against the one that
+    happened to score highest would not hold it: that best is the maximum of m noisy means, and
+    m − 1 uncorrected tests against it call workflows worse by chance. With one run there is no
+    interval: nothing is declared tied."""
     y = np.asarray(rewards, dtype=np.float64)
     runs = y.shape[0]
     means = y.mean(axis=0)
@@ -140,7 +140,8 @@ def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
     margin = None
     if runs >= 2 and len(candidates) >= 2:
         sub = y[:, candidates]
-        resid = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
+        resid = (sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True)
+                 + sub.mean())
         df = (runs - 1) * (len(candidates) - 1)
         s = math.sqrt(float((resid ** 2).sum()) / df)
         margin = dunnett_one_sided(len(candidates) - 1, df) * s * math.sqrt(2.0 / runs)

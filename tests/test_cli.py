@@ -305,6 +305,29 @@ def test_python_m_wfrl_runs_one_openmp_thread_unless_told(environ, want):
     assert env["OMP_NUM_THREADS"] == want
 
 
+def test_python_m_wfrl_sets_one_thread_before_numpy_and_torch_load(tmp_path):
+    """OpenBLAS and torch size their pools when they load: the variable must be in place by then.
+    An import spy records what it was when each was first imported during a short run."""
+    script = ("import importlib.abc, json, os, runpy, sys, atexit\n"
+              "seen = {}\n"
+              "class Spy(importlib.abc.MetaPathFinder):\n"
+              "    def find_spec(self, name, path, target=None):\n"
+              "        if name in ('numpy', 'torch') and name not in seen:\n"
+              "            seen[name] = os.environ.get('OMP_NUM_THREADS')\n"
+              "sys.meta_path.insert(0, Spy())\n"
+              "atexit.register(lambda: print('SEEN', json.dumps(seen)))\n"
+              "sys.argv = ['wfrl', 'train', '--workflow', 'critical_first', '--total-episodes', "
+              "'20', '--episodes-per-update', '20', '--hidden', '16', '--out', "
+              f"{str(tmp_path / 'run')!r}]\n"
+              "runpy.run_module('wfrl', run_name='__main__')\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.split("SEEN ", 1)[1])
+    assert seen == {"numpy": "1", "torch": "1"}
+
+
 def test_python_m_wfrl_sets_the_policy_before_torch_loads_openmp(tmp_path):
     # what the process's OpenMP runtime saw: libgomp prints its settings when it starts with
     # OMP_DISPLAY_ENV=VERBOSE (its default spin count is 300,000). torch is first imported by

@@ -1,4 +1,5 @@
-"""`python -m wfrl`: the command line (wfrl.cli), and a quick exit after it.
+"""`python -m wfrl` and the `wfrl` script (run): the command line (wfrl.cli) in the environment
+set below, and a quick exit after it.
 
 A command that returns has closed, flushed and fsynced everything it wrote and its collectors
 have stopped their workers. What Python does at exit is then done here in its order — stop and

@@ -125,8 +125,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
       and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
       Adam), alternated batch by batch (episodes/s of each, and the ratios); the first two on
-      learner_threads torch threads (a run's --learner-threads), the others on every core
-      (torch's default where OMP_NUM_THREADS is unset), as they ran before that setting existed;
+      learner_threads torch threads (a run's --learner-threads), the others on every CPU this
+      process may use (reference_threads; torch's default where OMP_NUM_THREADS is unset), as
+      they ran before that setting existed;
     - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on
       e2e_episodes episodes, alternated run by run, `repeats` times (median episodes/s, the
       wall time including start-up).
@@ -177,8 +178,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         # default and full-width paths on the learner's threads (--learner-threads, 1), the
         # autograd and original ones on every core, as they used to run (`python -m wfrl` sets
         # OMP_NUM_THREADS=1, so torch's default is no longer every core there)
-        mine, theirs = learner_threads, os.cpu_count() or 1
-        out["learner_threads"] = mine
+        mine, theirs = learner_threads, len(os.sched_getaffinity(0))
+        out["learner_threads"], out["reference_threads"] = mine, theirs
         paths = {"default": (PPOLearner(ppo, seed=seed), False, mine),
                  "torch_steps": (PPOLearner(ppo, seed=seed, compiled=False), False, mine),
                  "one_thread": (PPOLearner(ppo, seed=seed, split=False), False, mine),

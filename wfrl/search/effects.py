@@ -139,11 +139,7 @@ def best_and_ties(rewards: np.ndarray, feasible: np.ndarray) -> dict:
     ties = []
     margin = None
     if runs >= 2 and len(candidates) >= 2:
-        sub = y[:, candidates]
-        resid = (sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True)
-                 + sub.mean())
-        df = (runs - 1) * (len(candidates) - 1)
-        s = math.sqrt(float((resid ** 2).sum()) / df)
+        s, df = residual_sd(y[:, candidates])
         margin = dunnett_one_sided(len(candidates) - 1, df) * s * math.sqrt(2.0 / runs)
         # every j but the best trails it: tied when within the margin of it (Gupta's subset)
         ties = [int(j) for j in candidates if j != best and means[j] >= means[best] - margin]
@@ -167,16 +163,22 @@ def workflow_sd_upper(e: dict) -> float:
     return round(e["run_noise_sd"] * math.sqrt(ratio), 4)
 
 
+def residual_sd(y: np.ndarray) -> tuple[float, int]:
+    """The two-way model's residual sd (√MS_residual: each run's and each workflow's mean
+    removed) of a runs × workflows matrix, and its degrees of freedom."""
+    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    df = (y.shape[0] - 1) * (y.shape[1] - 1)
+    return math.sqrt(float((resid ** 2).sum()) / df), df
+
+
 def run_sd(rewards: np.ndarray) -> dict:
     """How much a workflow's reward moves from one training run to the next: the raw standard
     deviation over runs (mean over workflows, and its largest), and the residual one once each
     run's common offset is removed (the two-way model's √MS_residual)."""
     y = np.asarray(rewards, dtype=np.float64)
     raw = y.std(axis=0, ddof=1)
-    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
-    df = (y.shape[0] - 1) * (y.shape[1] - 1)
     return {"raw_sd_mean": round(float(raw.mean()), 4), "raw_sd_max": round(float(raw.max()), 4),
-            "residual_sd": round(float(math.sqrt((resid ** 2).sum() / df)), 4),
+            "residual_sd": round(residual_sd(y)[0], 4),
             "run_offsets": [round(float(x), 4) for x in y.mean(axis=1) - y.mean()]}
 
 

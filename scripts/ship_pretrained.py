@@ -19,12 +19,19 @@ def main(argv=None):
     ap.add_argument("name")
     ap.add_argument("--command", required=True, help="the command that trained it")
     ap.add_argument("--wall-time", default="", help="its wall time on the training machine")
+    ap.add_argument("--any-workflow", action="store_true",
+                    help="an order-conditioned policy (a search's base): ship it without a "
+                         "workflow of its own, so every use names one (--workflow W)")
     ap.add_argument("--out-dir", default=str(Path(__file__).resolve().parents[1] / "wfrl" / "pretrained"),
                     help="where NAME.pt is written (default: the package's wfrl/pretrained/)")
     a = ap.parse_args(argv)
     ck = load_checkpoint(a.checkpoint)
     cfg = ck.get("config", {})
     out = {k: ck[k] for k in KEEP if k in ck}
+    if a.any_workflow:
+        out.pop("workflow", None)
+        out.pop("workflow_id", None)
+        out["any_workflow"] = True
     out["config"] = {k: cfg[k] for k in ("alignment_lambda", "count_foothold", "red_agent",
                                          "compliance_threshold", "seed") if k in cfg}
     out["provenance"] = {"command": a.command, "wall_time": a.wall_time}

@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from wfrl import config, config_tools
+from wfrl import config, config_eval, config_tools
 from wfrl.cli import build_parser
 from wfrl.errors import UserError
 
 CONFIGS = [config.PPOConfig, config.TrainConfig, config.SearchConfig, config.ExhaustiveConfig,
-           config.EvalConfig, config.Cage2EvalConfig, config_tools.ParityConfig,
+           config_eval.EvalConfig, config_eval.Cage2EvalConfig, config_tools.ParityConfig,
            config_tools.BenchCollectorsConfig, config_tools.BenchSearchConfig,
            config_tools.BenchTrainConfig]
 
@@ -45,7 +45,7 @@ def test_every_field_has_help_and_a_flag(cls):
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
 def test_validate_changes_nothing(cls):
-    kw = {"checkpoint": "x.pt"} if cls in (config.EvalConfig, config.Cage2EvalConfig) else {}
+    kw = {"checkpoint": "x.pt"} if cls in (config_eval.EvalConfig, config_eval.Cage2EvalConfig) else {}
     if cls is config_tools.BenchSearchConfig:
         kw = {"planted": True}
     cfg = cls(**kw)

@@ -127,6 +127,7 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
     arrays (compliance only with a workflow: NaN without). record(t, obs, action, reward,
     red_access_before, red_access_after), if given, sees every step; observer as in
     wfrl.collect.rollout.run_episodes."""
+    from wfrl.collect.worker import stress_delay
     from wfrl.rng import episode_seeds
     from wfrl.workflow import ComplianceTracker, Workflow, fix_target
     episodes = np.asarray(episodes, dtype=np.int64)
@@ -148,6 +149,8 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
             if clock is not None:
                 clock[_STEP] = t
                 clock[_ACTION_T] = time.monotonic()
+            if clock is not None:
+                stress_delay()
             raw = _call(spec, where, agent.get_action, obs.astype(np.int64), ACTION_SPACE)
             if clock is not None:
                 clock[_ACTION_T] = 0.0
@@ -174,10 +177,15 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
     return out[0], out[1].astype(np.int64), out[2].astype(np.int64), out[3]
 
 
-def _worker(spec, conn, clock):
-    """Worker process: build the agent, then play the chunks sent until None."""
+def _worker(spec, conn, clock, out=None):
+    """Worker process: build the agent, then play the chunks sent until None. Whatever the
+    agent prints goes to `out`, the parent's drain (wfrl.collect.output): stdout carries the
+    table / JSON, and a slowly read stderr never blocks the agent."""
+    from wfrl.collect.output import redirect
     from wfrl.envs import make_backend
-    os.dup2(2, 1)    # whatever the agent prints goes to stderr: stdout carries the table / JSON
+    if out is None:
+        os.dup2(2, 1)    # (the planted no-drain hook: the inherited stderr, as before)
+    redirect(out)
     try:
         clock[_EPISODE_T] = time.monotonic()
         agent = make_agent(spec)
@@ -204,12 +212,15 @@ def _worker(spec, conn, clock):
 
 
 class _Worker:
-    def __init__(self, ctx, spec):
+    def __init__(self, ctx, spec, drain, name):
         self.conn, child = ctx.Pipe()
         self.clock = ctx.Array("d", 5, lock=False)
-        self.proc = ctx.Process(target=_worker, args=(spec, child, self.clock), daemon=True)
+        out = drain.child_end(name)
+        self.proc = ctx.Process(target=_worker, args=(spec, child, self.clock, out), daemon=True)
         self.proc.start()
         child.close()
+        if out is not None:
+            out.close()
         self.task = None
 
     def stop(self, kill=False):
@@ -226,16 +237,32 @@ class _Worker:
             self.proc.join()
 
 
-def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done):
+def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done,
+              output=None):
     """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow[, attribute])), …]
     (attribute: each result also carries the episodes' cost vectors, wfrl.attribution) on n_workers
     agent processes; done(task index, result) for each finished one, in completion order.
-    describe(k) names setting k. Raises AgentFailed on the first failure (workers ended)."""
+    describe(k) names setting k. What the agents print goes to `output` (a file) or, prefixed
+    with the worker, to stderr, never blocking them (wfrl.collect.output). Raises AgentFailed on
+    the first failure (workers ended)."""
+    from wfrl.collect.output import OutputDrain
     load_factory(spec)   # a bad MODULE:FACTORY fails here, before any process starts
     ctx = mp.get_context("spawn")
-    workers = [_Worker(ctx, spec) for _ in range(max(1, min(n_workers, len(tasks))))]
+    drain = OutputDrain(to=output, what="agent output")
+    try:
+        _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout,
+                   episode_timeout, done)
+    finally:
+        drain.close()
+
+
+def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, episode_timeout,
+               done):
+    workers = []
     queue = list(enumerate(tasks))
     try:
+        for i in range(max(1, min(n_workers, len(tasks)))):
+            workers.append(_Worker(ctx, spec, drain, f"agent worker {i + 1}"))
         while queue or any(w.task is not None for w in workers):
             for w in workers:
                 if w.task is None and queue:

@@ -164,10 +164,11 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
                    progress=None, agent: str | None = None, action_timeout: float = 30.0,
                    episode_timeout: float = 600.0, on_setting=None,
-                   attribute: bool = False, plan=None) -> dict:
+                   attribute: bool = False, plan=None, agent_output=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
-    under `workflow`). on_setting(partial result), if given, runs after every finished setting.
+    under `workflow`; what it prints goes to the file agent_output, else to stderr).
+    on_setting(partial result), if given, runs after every finished setting.
     attribute: each setting also reports its mean return split by host and cause ("cost",
     wfrl.attribution.summarise), on the same episodes.
     plan: (wfrl.plan.PlanBudget, plan red) to play the greedy policy improved by decision-time
@@ -233,7 +234,8 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             from wfrl.agents import run_tasks, setting_name
             run_tasks(agent, tasks, n_workers, lambda k: setting_name(backend, *settings[k]),
                       action_timeout, episode_timeout,
-                      lambda i, res: finished(tasks[i][0], tasks[i][1][5], res))
+                      lambda i, res: finished(tasks[i][0], tasks[i][1][5], res),
+                      output=agent_output)
         elif n_workers <= 1:
             for k, t in tasks:
                 finished(k, t.first, _run_task(t))

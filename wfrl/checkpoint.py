@@ -56,7 +56,11 @@ def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
     ck = load_checkpoint(path)
     weights, net = weights_from_checkpoint(ck)
     cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
-    wf = workflow or ck["workflow"]
+    wf = workflow or ck.get("workflow")
+    if wf is None:   # an order-conditioned policy (a search's base, pretrained:any_workflow)
+        raise UserError(f"{path} follows any workflow and names none of its own: give "
+                        "--workflow W (a name such as critical_first, or an order such as "
+                        "user,enterprise,op_server,op_host,defender)")
     Workflow.parse(wf)
     return (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
             bool(cfg.get("count_foothold", False)))

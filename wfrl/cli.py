@@ -135,7 +135,7 @@ def _add_exhaustive(sub):
 
 
 def _add_eval(sub):
-    from wfrl.config import Cage2EvalConfig, EvalConfig
+    from wfrl.config_eval import Cage2EvalConfig, EvalConfig
     p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy), or run "
                                      "the CAGE2 evaluation protocol with --cage2")
     p.add_argument("--cage2", action="store_true",
@@ -201,7 +201,7 @@ def _add_viewer(sub):
     p.add_argument("--steps", type=_int, default=100, help="blue steps (default: 100)")
     p.add_argument("--html", required=True, metavar="FILE", help="the page to write")
     episode_flags(p)
-    from wfrl.config import PlanSettings
+    from wfrl.config_eval import PlanSettings
     _add_settings(p, (PlanSettings,))
     r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
                                       "posterior and feasibility, a replay of its best policy")
@@ -212,7 +212,7 @@ def _add_viewer(sub):
 
 
 def _cmd_replay(a) -> int:
-    from wfrl.config import PlanSettings
+    from wfrl.config_eval import PlanSettings
     from wfrl.replay import record_episode, replay_html, write_page
     plan = PlanSettings(**_given(a, _names(PlanSettings))).validate()
     if plan.plan and a.checkpoint is None:
@@ -325,7 +325,7 @@ def _cmd_exhaustive(a) -> int:
 
 
 def _cmd_eval_cage2(a, given) -> int:
-    from wfrl.config import Cage2EvalConfig
+    from wfrl.config_eval import Cage2EvalConfig
     bad = [k for k in given if k not in _names(Cage2EvalConfig)]
     if bad:
         raise UserError(f"{flag_name(bad[0])} does not apply with --cage2 (it plays every red)")
@@ -341,6 +341,7 @@ def _cmd_eval_cage2(a, given) -> int:
                              workflow=cfg.workflow, agent=cfg.agent,
                              action_timeout=cfg.action_timeout,
                              episode_timeout=cfg.episode_timeout, on_setting=save,
+                             agent_output=cfg.agent_output,
                              attribute=cfg.attribute,
                              plan=(cfg.plan_budget(), cfg.plan_red) if cfg.plan else None,
                              progress=None if a.json else (lambda line: print(
@@ -358,7 +359,7 @@ def _cmd_eval_cage2(a, given) -> int:
 
 
 def _cmd_eval(a) -> int:
-    from wfrl.config import Cage2EvalConfig, EvalConfig
+    from wfrl.config_eval import Cage2EvalConfig, EvalConfig
     given = _given(a, dict.fromkeys(_names(EvalConfig) + _names(Cage2EvalConfig)))
     if a.cage2:
         return _cmd_eval_cage2(a, given)

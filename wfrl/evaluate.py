@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.checkpoint import net_from_checkpoint, weights_from_checkpoint  # noqa: F401
+from wfrl.checkpoint import (net_from_checkpoint, policy_of_checkpoint,  # noqa: F401
+                             weights_from_checkpoint)
 from wfrl.collect.rollout import make_policy, run_episodes
-from wfrl.config import EvalConfig
+from wfrl.config_eval import EvalConfig
 from wfrl.envs import EP_LEN, make_backend
-from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
 
 
@@ -51,11 +51,8 @@ def evaluate(cfg: EvalConfig) -> dict:
     'sampling' with --plan, with the search's statistics under 'search'); each has mean, se, n,
     compliance and fixes. Both modes play the same env seeds (paired)."""
     cfg.validate()
-    ck = load_checkpoint(cfg.checkpoint)
-    weights, net = weights_from_checkpoint(ck)
-    wf = Workflow.parse(cfg.workflow or ck["workflow"])
-    lam = float(ck.get("config", {}).get("alignment_lambda", 1.0))
-    foothold = bool(ck.get("config", {}).get("count_foothold", False))
+    weights, net, wf, lam, foothold = policy_of_checkpoint(cfg.checkpoint, cfg.workflow)
+    wf = Workflow.parse(wf)
     backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
     try:
         out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}

@@ -65,7 +65,7 @@ class PlanBudget:
 
     @classmethod
     def from_settings(cls, cfg) -> "PlanBudget":
-        """The budget of a config carrying the plan_* settings (wfrl.config.PlanSettings)."""
+        """The budget of a config carrying the plan_* settings (wfrl.config_eval.PlanSettings)."""
         return cls(cfg.plan_particles, cfg.plan_candidates, cfg.plan_rollouts, cfg.plan_depth,
                    cfg.plan_time_ms, cfg.plan_seed, cfg.plan_leaf_value,
                    hold=cfg.plan_hold).check()

@@ -226,7 +226,8 @@ def load_checkpoint(path) -> dict:
     if ck.get("format_version") != CHECKPOINT_VERSION:
         raise UserError(f"{path} has checkpoint format version {ck.get('format_version')};"
                         f" this wfrl reads version {CHECKPOINT_VERSION}")
-    for key in ("model", "hidden", "workflow"):
+    # an order-conditioned policy shipped for any workflow (pretrained:any_workflow) names none
+    for key in ("model", "hidden") + (() if ck.get("any_workflow") else ("workflow",)):
         if key not in ck:
             raise UserError(f"checkpoint {path} lacks {key!r}")
     return ck

@@ -123,3 +123,18 @@ class NoGetAction:
 
 def no_get_action():
     return NoGetAction()
+
+
+class Chatty(Restorer):
+    """The restorer, printing about 1 KB to stdout and to stderr at every step (a verbose model
+    or debug output): tests/test_stress.py reads its evaluation's stderr slowly."""
+
+    def get_action(self, observation, action_space):
+        import sys
+        print("chatty: " + "x" * 500)
+        print("chatty on stderr: " + "y" * 500, file=sys.stderr)
+        return super().get_action(observation, action_space)
+
+
+def chatty():
+    return Chatty()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import threading
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
 from wfrl.collect import worker
-from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
+from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
+                                  SharedCollectorBase, stopping_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow
@@ -28,11 +30,28 @@ class AsyncCollector(SharedCollectorBase):
         self.chunk = chunk or (1 if backend_engine(self.backend_name) == "cyborg" else 64)
         self.pool = None
         self._closing = False
+        # Starting, shutting down and submitting to the pool happen under this lock: abort() and
+        # close() run on another thread than a collect() in the background, and a submit racing
+        # a shutdown made the pool spawn a worker after the shutdown had listed the ones to end
+        # (that worker, and the pool's manager thread the interpreter joins at exit, then lived
+        # on: an interrupted run that never exited).
+        self._life = threading.RLock()
         self._start_pool()
 
     def _start_pool(self):
-        self.pool = cf.ProcessPoolExecutor(self.n_workers, mp_context=mp.get_context("spawn"),
-                                           initializer=worker.init, initargs=self._init_args())
+        with self._life:
+            if self._closing:
+                raise CollectorClosed("the collector was closed during collection")
+            self.pool = cf.ProcessPoolExecutor(self.n_workers,
+                                               mp_context=mp.get_context("spawn"),
+                                               initializer=worker.init,
+                                               initargs=self._init_args())
+
+    def _submit(self, *args):
+        with self._life:
+            if self._closing or self.pool is None:
+                raise CollectorClosed("the collector was closed during collection")
+            return self.pool.submit(worker.collect_task, *args)
 
     def _rebuild_pool(self):
         if self._closing:
@@ -60,8 +79,7 @@ class AsyncCollector(SharedCollectorBase):
             futures, broken = {}, False
             for eps, rows in pending:
                 try:
-                    futures[self.pool.submit(worker.collect_task, eps, rows,
-                                             workflow.index)] = (eps, rows)
+                    futures[self._submit(eps, rows, workflow.index)] = (eps, rows)
                 except (BrokenProcessPool, ValueError):
                     # a worker died while the pool was idle (e.g. during the learner's update):
                     # the pool refuses new tasks, or its on-demand respawn of a replacement
@@ -76,12 +94,20 @@ class AsyncCollector(SharedCollectorBase):
                 self._rebuild_pool()
                 continue
             pending = []
-            for fut in cf.as_completed(futures):
-                try:
-                    fut.result()
-                except BrokenProcessPool:
-                    broken = True
-                    pending.append(futures[fut])
+            waiting = set(futures)
+            while waiting:
+                # polled, never waited on for good: a pool shut down by abort() from another
+                # thread can leave its running futures unfinished forever
+                done, waiting = cf.wait(waiting, timeout=POLL_S,
+                                        return_when=cf.FIRST_COMPLETED)
+                if self._closing:
+                    raise CollectorClosed("the collector was closed during collection")
+                for fut in done:
+                    try:
+                        fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        pending.append(futures[fut])
             if broken:
                 self._rebuild_pool()
         return self._stats(range(n_episodes))
@@ -93,19 +119,27 @@ class AsyncCollector(SharedCollectorBase):
             if pool is not None else []
 
     def _shutdown_pool(self):
-        pool, self.pool = self.pool, None
-        if pool is None:
-            return
-        procs = list(getattr(pool, "_processes", {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        with self._life, stopping_signals_deferred():
+            pool, self.pool = self.pool, None
+            if pool is None:
+                return
+            procs = list(getattr(pool, "_processes", {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            for p in procs:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+            # The pool's manager thread closes its wake-up pipe as it ends; the interpreter's
+            # exit writes to that pipe, and a manager ending at that moment made the write fail
+            # (OSError: bad file descriptor, a traceback after "wfrl: interrupted"; seen in
+            # tests/test_stress.py). Waiting for it here leaves nothing for the exit to race.
+            manager = getattr(pool, "_executor_manager_thread", None)
+            if manager is not None:
+                manager.join(timeout=5)
 
     def abort(self) -> None:
         """Stop the workers now, from any thread: a collect() running elsewhere ends with

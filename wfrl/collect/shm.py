@@ -14,6 +14,7 @@ version number under a sequence lock; workers copy a consistent version between 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import secrets
 import signal
@@ -67,6 +68,29 @@ def _install_handlers():
             raise SystemExit(128 + signum)
 
         signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def stopping_signals_deferred():
+    """Hold SIGINT and SIGTERM back while worker processes are being stopped, then deliver the
+    first one held (its handler runs as the block ends). Without it, a second Ctrl-C (or a
+    SIGTERM) landing inside a collector's shutdown left workers that were never terminated or
+    joined. Only the main thread handles signals: elsewhere this does nothing. The block must be
+    bounded: the collectors' joins time out and then kill."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 class SharedArrays:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from wfrl.collect import worker
 from wfrl.collect.buffer import TRAJ_FIELDS
-from wfrl.collect.shm import SharedArrays, WeightsBoard
+from wfrl.collect.shm import SharedArrays, WeightsBoard, stopping_signals_deferred  # noqa: F401
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.netspec import as_netspec
 
 MAX_POOL_REBUILDS = 20  # restarts of dead workers before a collector gives up
+POLL_S = 0.05           # how often a collector waiting on its workers looks whether it was closed
 
 
 class CollectorClosed(RuntimeError):

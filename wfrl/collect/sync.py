@@ -18,7 +18,8 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
-from wfrl.collect.shm_base import MAX_POOL_REBUILDS, CollectorClosed, SharedCollectorBase
+from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
+                                  SharedCollectorBase, stopping_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
@@ -55,6 +56,7 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
         actor = None if slots is not None else Actor(policy)
         wave = n_workers * k
         for base in range(0, n, wave):
+            worker.stress_delay()
             mine = [base + w * k + j for j in range(k)]
             rows = np.array([r if r < n else -1 for r in mine], np.int64)
             env_seeds, act_seeds = episode_seeds(st.seed, first + np.maximum(rows, 0))
@@ -86,19 +88,25 @@ class SyncCollector(SharedCollectorBase):
         self.procs = []
         self._idle = False
         self._closing = False
+        # Workers are started and stopped under this lock (abort() and close() may run on
+        # another thread than a collect() restarting dead workers): once closing, none starts.
+        self._life = threading.RLock()
         self._start_workers()
 
     def _start_workers(self):
-        n = self.n_workers
-        self.start_b = self.ctx.Barrier(n + 1)
-        self.step_b = self.ctx.Barrier(n)
-        self.done_b = self.ctx.Barrier(n + 1)
-        self.procs = [self.ctx.Process(target=_sync_worker, daemon=True,
-                                       args=(w, n, self.k, self._init_args(), self.cmd,
-                                             self.start_b, self.step_b, self.done_b))
-                      for w in range(n)]
-        for p in self.procs:
-            p.start()
+        with self._life:
+            if self._closing:
+                raise CollectorClosed("the collector was closed during collection")
+            n = self.n_workers
+            self.start_b = self.ctx.Barrier(n + 1)
+            self.step_b = self.ctx.Barrier(n)
+            self.done_b = self.ctx.Barrier(n + 1)
+            self.procs = [self.ctx.Process(target=_sync_worker, daemon=True,
+                                           args=(w, n, self.k, self._init_args(), self.cmd,
+                                                 self.start_b, self.step_b, self.done_b))
+                          for w in range(n)]
+            for p in self.procs:
+                p.start()
 
     def worker_pids(self) -> list[int]:
         return [p.pid for p in self.procs if p.is_alive()]
@@ -107,15 +115,16 @@ class SyncCollector(SharedCollectorBase):
         # No barrier.abort() here or in _wait: a worker SIGKILLed inside barrier.wait() can die
         # holding the barrier's lock, and abort() would then block forever. Workers are ended by
         # signal instead, and _start_workers makes fresh barriers.
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        self.procs = []
+        with self._life, stopping_signals_deferred():
+            procs, self.procs = self.procs, []
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+            for p in procs:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
 
     def _wait(self, barrier) -> bool:
         """Wait at `barrier` while watching the workers; False if one died."""
@@ -131,7 +140,7 @@ class SyncCollector(SharedCollectorBase):
         th = threading.Thread(target=waiter, daemon=True)
         th.start()
         while th.is_alive():
-            th.join(0.05)
+            th.join(POLL_S)
             if self._closing or any(not p.is_alive() for p in self.procs):
                 return False  # the waiter thread stays parked on this (discarded) barrier
         return result.get("ok", False)

@@ -90,6 +90,21 @@ def yield_to_learner() -> None:
         pass
 
 
+STRESS_DELAY_ENV = "WFRL_TEST_WORKER_DELAY_MS"
+
+
+def stress_delay() -> None:
+    """A test-only hook, off unless WFRL_TEST_WORKER_DELAY_MS=N is set: sleep a random 0..N ms
+    here (tests/test_stress.py sets it to shake the timing of the multi-process paths: before
+    each task of the async collector, each wave of the sync collector, each step of an agent
+    worker, each task of a Ray actor)."""
+    limit = os.environ.get(STRESS_DELAY_ENV)
+    if limit:
+        import random
+        import time
+        time.sleep(random.random() * float(limit) / 1000.0)
+
+
 def init(*args):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     yield_to_learner()
@@ -99,6 +114,7 @@ def init(*args):
 
 def collect_task(episodes, rows, workflow_index: int):
     """Play global episodes `episodes` into shared rows `rows`; returns (pid, version)."""
+    stress_delay()
     st = _state
     policy = st.policy(workflow_index)
     stats = run_episodes(st.backend, policy, episodes, st.seed, st.buffer, rows, st.version)

@@ -90,6 +90,8 @@ class EpisodeActor:
         weights_box is [ObjectRef] (a ref nested in a list is not resolved by Ray), so the weights
         are fetched only when they changed."""
         from wfrl.collect.rollout import run_episodes
+        from wfrl.collect.worker import stress_delay
+        stress_delay()
         policy = self._policy_for(weights_box, wf_index)
         n = len(episodes)
         self.buffer.clear()

@@ -83,6 +83,7 @@ def _finish(proc, bound, reader=None):
     session and fails the round."""
     out_reader = SlowReader(proc.stdout, chunk=1 << 16, pause=0.0)
     err_reader = reader or SlowReader(proc.stderr, chunk=1 << 16, pause=0.0)
+    t0 = time.monotonic()
     try:
         proc.wait(timeout=bound)
     except subprocess.TimeoutExpired:
@@ -90,7 +91,15 @@ def _finish(proc, bound, reader=None):
         proc.wait()
         pytest.fail(f"stalled: {' '.join(map(str, proc.args[2:]))} still running after "
                     f"{bound} s\n{err_reader.text(5)[-2000:]}")
-    return out_reader.text(), err_reader.text()
+    exited = time.monotonic() - t0
+    out, err = out_reader.text(), err_reader.text()
+    # the pipes close once every process holding them is gone: the command's children too
+    assert not out_reader.thread.is_alive() and not err_reader.thread.is_alive(), \
+        f"a process outlived the command by 30 s with its output open: " \
+        f"{live_session_processes(proc.pid, wait=0)}"
+    late = time.monotonic() - t0 - exited
+    assert late < 10, f"the output closed {late:.1f} s after the command exited"
+    return out, err
 
 
 def _clean(proc):
@@ -128,11 +137,10 @@ def interrupt_round(rng, tmp, collector):
     time.sleep(rng.uniform(0, 1.5))
     sig = rng.choice([signal.SIGINT, signal.SIGTERM])
     proc.send_signal(sig)
-    t0 = time.monotonic()
     _, err = _finish(proc, 30)
-    assert time.monotonic() - t0 < 30
     # 0: the run ended before the signal landed
-    assert proc.returncode in (0, 130 if sig == signal.SIGINT else 143), err[-2000:]
+    assert proc.returncode in (0, 130 if sig == signal.SIGINT else 143), \
+        f"exit {proc.returncode} after {sig.name}: {err[-2000:]}"
     assert "Traceback" not in err, err[-3000:]
     _clean(proc)
     if proc.returncode != 0:

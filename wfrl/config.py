@@ -378,6 +378,9 @@ class TrainConfig(_RunSettings):
     """Episodes collected for each PPO update."""
     min_episodes: int = setting(0, check=non_negative)
     """Episodes before compliance may stop training early."""
+    warmup: int = setting(0, check=non_negative)
+    """Episodes at the start played without the compliance reward (λ = 0), as the search's
+    base warms up: the policy learns to defend, then to follow its order (0: none)."""
     compliance_threshold: float = setting(0.95, check=unit_interval)
     """θ: stop once an update's mean compliance reaches it (after --min-episodes)."""
     eval_every: int = setting(0, check=non_negative)

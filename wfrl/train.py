@@ -112,17 +112,25 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
         learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh
     net = cfg.ppo.net()
     per_update = cfg.episodes_per_update
-    collector = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, net, cfg.seed,
-                               cfg.alignment_lambda, cfg.count_foothold, cfg.n_workers, per_update,
-                               ray_address=cfg.ray_address)
+    def alignment(episode: int) -> float:
+        """The alignment weight the batch starting at `episode` plays with (--warmup)."""
+        return 0.0 if episode < cfg.warmup else cfg.alignment_lambda
+
+    def open_collector(lam: float):
+        c = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, net, cfg.seed,
+                           lam, cfg.count_foothold, cfg.n_workers, per_update,
+                           ray_address=cfg.ray_address)
+        return c, LearnerSteps(c, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
+
+    collector, steps = open_collector(alignment(0))
     row_cond = np.tile(wf.onehot(), (per_update, 1))
-    steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
     keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
 
     def compliant(episodes: int, compliance: float) -> bool:
-        """Training stops early: θ reached after --min-episodes."""
-        return episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold
+        """Training stops early: θ reached after --min-episodes (and the warm-up)."""
+        return (episodes >= max(cfg.min_episodes, cfg.warmup)
+                and compliance >= cfg.compliance_threshold)
 
     episodes, update, stop = 0, 0, "budget"
     started = time.perf_counter()
@@ -136,7 +144,15 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
                 # unless the budget is spent or this batch's compliance ends the run
                 if after >= cfg.total_episodes or compliant(after, batch_compliance(eps)):
                     return None
+                if alignment(after) != collector.lam:   # nothing collected across the warm-up
+                    return None
                 return wf, after, min(per_update, cfg.total_episodes - after)
+
+            if alignment(episodes) != collector.lam:   # the warm-up ended: the λ collector
+                steps.cancel()
+                old, collector = collector, None       # (closed once, whatever happens next)
+                old.close()
+                collector, steps = open_collector(alignment(episodes))
 
             eps, ustats, t_collect, t_update = steps.step(learner, wf, row_cond, episodes, n,
                                                           then=then)
@@ -170,7 +186,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
         raise
     finally:
         steps.cancel()
-        collector.close()
+        if collector is not None:
+            collector.close()
         if keeper is not None:
             keeper.close()
 

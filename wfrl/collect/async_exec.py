@@ -16,7 +16,7 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, stopping_signals_deferred)
+                                  SharedCollectorBase, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow
@@ -48,7 +48,7 @@ class AsyncCollector(SharedCollectorBase):
                                                initargs=self._init_args())
 
     def _submit(self, *args):
-        with self._life:
+        with self._life, worker_signals_deferred():   # (a submit may spawn a worker)
             if self._closing or self.pool is None:
                 raise CollectorClosed("the collector was closed during collection")
             return self.pool.submit(worker.collect_task, *args)
@@ -119,11 +119,13 @@ class AsyncCollector(SharedCollectorBase):
             if pool is not None else []
 
     def _shutdown_pool(self):
-        with self._life, stopping_signals_deferred():
+        with self._life, worker_signals_deferred():
             pool, self.pool = self.pool, None
             if pool is None:
                 return
             procs = list(getattr(pool, "_processes", {}).values())
+            # (shutdown() forgets its manager thread: taken first, waited for below)
+            manager = getattr(pool, "_executor_manager_thread", None)
             pool.shutdown(wait=False, cancel_futures=True)
             for p in procs:
                 if p.is_alive():
@@ -137,7 +139,6 @@ class AsyncCollector(SharedCollectorBase):
             # exit writes to that pipe, and a manager ending at that moment made the write fail
             # (OSError: bad file descriptor, a traceback after "wfrl: interrupted"; seen in
             # tests/test_stress.py). Waiting for it here leaves nothing for the exit to race.
-            manager = getattr(pool, "_executor_manager_thread", None)
             if manager is not None:
                 manager.join(timeout=5)
 

@@ -71,12 +71,13 @@ def _install_handlers():
 
 
 @contextlib.contextmanager
-def stopping_signals_deferred():
-    """Hold SIGINT and SIGTERM back while worker processes are being stopped, then deliver the
-    first one held (its handler runs as the block ends). Without it, a second Ctrl-C (or a
-    SIGTERM) landing inside a collector's shutdown left workers that were never terminated or
-    joined. Only the main thread handles signals: elsewhere this does nothing. The block must be
-    bounded: the collectors' joins time out and then kill."""
+def worker_signals_deferred():
+    """Hold SIGINT and SIGTERM back while worker processes are being started or stopped, then
+    deliver the first one held (its handler runs as the block ends). Without it, a second Ctrl-C
+    (or a SIGTERM) landing inside a collector's shutdown left workers that were never terminated
+    or joined, and one landing while a worker was being spawned cut its start-up data short (the
+    worker printed a traceback). Only the main thread handles signals: elsewhere this does
+    nothing. The block must be bounded: the collectors' joins time out and then kill."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -19,7 +19,7 @@ import numpy as np
 from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, stopping_signals_deferred)
+                                  SharedCollectorBase, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
@@ -94,7 +94,7 @@ class SyncCollector(SharedCollectorBase):
         self._start_workers()
 
     def _start_workers(self):
-        with self._life:
+        with self._life, worker_signals_deferred():
             if self._closing:
                 raise CollectorClosed("the collector was closed during collection")
             n = self.n_workers
@@ -115,7 +115,7 @@ class SyncCollector(SharedCollectorBase):
         # No barrier.abort() here or in _wait: a worker SIGKILLed inside barrier.wait() can die
         # holding the barrier's lock, and abort() would then block forever. Workers are ended by
         # signal instead, and _start_workers makes fresh barriers.
-        with self._life, stopping_signals_deferred():
+        with self._life, worker_signals_deferred():
             procs, self.procs = self.procs, []
             for p in procs:
                 if p.is_alive():

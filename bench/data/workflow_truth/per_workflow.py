@@ -5,6 +5,9 @@ seed) against B_line and Meander. Resumable: a finished (workflow, seed) is skip
 
     python bench/data/workflow_truth/per_workflow.py --truth RUNS/truth_sim --backend sim \
         --seeds 0,1,2 --out RUNS/per_workflow_sim
+    # the specialists with the base's warm-up, scored on 1,000 episodes:
+    python bench/data/workflow_truth/per_workflow.py --workflows "$(tr ' ' , < sample.txt)" \
+        --warmup 20000 --eval-episodes 1000 --seeds 0 --out RUNS/per_workflow_warm/seed0
 """
 from __future__ import annotations
 
@@ -67,6 +70,11 @@ def main(argv=None) -> int:
     p.add_argument("--workflows", default=None, help="comma-separated ids instead of the sample")
     p.add_argument("--alignment-lambda", default="30",
                    help="λ of training (0: no workflow, the price-of-compliance baseline)")
+    p.add_argument("--warmup", default="0",
+                   help="episodes played first without the compliance reward (wfrl train "
+                        "--warmup; the search's base uses a third of its episodes)")
+    p.add_argument("--total-episodes", default="60000")
+    p.add_argument("--eval-episodes", type=int, default=500)
     a = p.parse_args(argv)
     from wfrl.envs import EP_LEN, make_backend
     from wfrl.evaluate import play, summarise, weights_from_checkpoint
@@ -75,6 +83,7 @@ def main(argv=None) -> int:
     from wfrl.search.truth import EVAL_SEED
     from wfrl.workflow import Workflow
     ids = [int(x) for x in a.workflows.split(",")] if a.workflows else sample(a.truth)
+    recipe = [a.total_episodes if r == "60000" else r for r in RECIPE]
     a.out.mkdir(parents=True, exist_ok=True)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sample.txt").write_text(" ".join(map(str, ids)) + "\n")
@@ -94,7 +103,7 @@ def main(argv=None) -> int:
             run = a.out / f"wf{wid:03d}" / f"seed{seed}"
             cmd = [sys.executable, "-m", "wfrl", "train", "--workflow", str(wf),
                    "--backend", a.backend, "--seed", str(seed), "--out", str(run), "--force",
-                   "--alignment-lambda", a.alignment_lambda, *RECIPE]
+                   "--alignment-lambda", a.alignment_lambda, "--warmup", a.warmup, *recipe]
             print(f"[{wid:3d} seed {seed}] {wf.arrow()}", flush=True)
             if not (run / "summary.json").exists():     # trained before an interruption
                 with open(a.out / "train.log", "a") as log:
@@ -104,7 +113,7 @@ def main(argv=None) -> int:
             for red in ("B_lineAgent", "RedMeanderAgent"):
                 b = make_backend(a.backend, red, seed=EVAL_SEED)
                 s = summarise(play(b, weights, net, wf, 30.0, False,
-                                   range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + 500),
+                                   range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + a.eval_episodes),
                                    EVAL_SEED, greedy=True, horizon=EP_LEN))
                 b.close()
                 rows.append([str(wf), wid, seed, red, round(s["mean"], 4), round(s["se"], 4),

@@ -11,10 +11,52 @@ from wfrl.workflow import Workflow
 
 # name -> the backend it was trained on (and is held to here)
 SHIPPED = {"critical_first": "sim", "critical_first_leaderboard": "sim:leaderboard"}
+# order-conditioned policies that follow any workflow named to them
+ANY_WORKFLOW = {"any_workflow": "sim", "any_workflow_leaderboard": "sim:leaderboard"}
 
 
 def test_every_shipped_policy_is_tested_here():
-    assert set(pretrained_names()) == set(SHIPPED)
+    assert set(pretrained_names()) == set(SHIPPED) | set(ANY_WORKFLOW)
+
+
+@pytest.mark.parametrize("name,backend", sorted(ANY_WORKFLOW.items()))
+def test_any_workflow_policy_follows_every_workflow(name, backend):
+    """Every one of the 120 workflows is accepted and followed (a short greedy check per
+    workflow against B_line: 3 episodes; the 1,000-episode table is in docs/findings.md)."""
+    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.workflow import all_workflows
+    ck = load_checkpoint(f"pretrained:{name}")
+    assert ck["any_workflow"] and "workflow" not in ck and "optimizer" not in ck
+    assert ("--backend sim:leaderboard" in ck["provenance"]["command"]) == (
+        backend == "sim:leaderboard")
+    env = make_backend(backend, "B_lineAgent")
+    fixes = compliant = 0
+    returns = []
+    for wf in all_workflows():
+        weights, net, got, lam, foothold = policy_of_checkpoint(f"pretrained:{name}", str(wf))
+        assert Workflow.parse(got) == wf
+        stats = play(env, weights, net, wf, lam, foothold, range(5_000_000, 5_000_003), 4242,
+                     greedy=True)
+        returns += [s.env_return for s in stats]
+        fixes += sum(s.fixes for s in stats)
+        compliant += sum(s.compliant_fixes for s in stats)
+    env.close()
+    assert np.mean(returns) > -20.0 and compliant / fixes >= 0.95, (np.mean(returns),
+                                                                    compliant / fixes)
+
+
+def test_any_workflow_policy_asks_for_a_workflow_in_one_line(capsys):
+    from wfrl.cli import main
+    for argv in (["eval", "--checkpoint", "pretrained:any_workflow", "--episodes", "2"],
+                 ["eval", "--cage2", "--checkpoint", "pretrained:any_workflow", "--episodes", "2"],
+                 ["eval", "--checkpoint", "pretrained:any_workflow", "--workflow",
+                  "user,user,op_host,defender,enterprise", "--episodes", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("wfrl: error: "), err
+    assert main(["eval", "--cage2", "--checkpoint", "pretrained:any_workflow", "--workflow",
+                 "reverse", "--episodes", "2", "--json"]) == 0
+    assert '"complete": true' in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name,backend", sorted(SHIPPED.items()))

@@ -33,7 +33,7 @@ def main(argv=None):
         out.pop("workflow_id", None)
         out["any_workflow"] = True
     out["config"] = {k: cfg[k] for k in ("alignment_lambda", "count_foothold", "red_agent",
-                                         "compliance_threshold", "seed") if k in cfg}
+                                         "compliance_threshold", "seed", "backend") if k in cfg}
     out["provenance"] = {"command": a.command, "wall_time": a.wall_time}
     dst = Path(a.out_dir) / f"{a.name}.pt"
     save_checkpoint(dst, out)

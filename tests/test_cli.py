@@ -214,16 +214,19 @@ def test_train_searches_on_the_simulator_by_default(tmp_path):
 
 def test_search_defaults_follow_the_backend():
     from wfrl.config import SearchConfig
-    from wfrl.search.loop import search_defaults
+    from wfrl.search.bases import search_defaults
     base = SearchConfig()
-    assert search_defaults("sim", {}) == {} and search_defaults("cyborg", {}) == {}
-    lb = search_defaults("sim:leaderboard", {})
+
+    def fill(backend, given):
+        return search_defaults(backend, given, SearchConfig(backend=backend))[0]
+    assert fill("sim", {}) == fill("cyborg", {}) == {"base": "pretrain"}
+    lb = fill("sim:leaderboard", {})
     assert lb["pretrain_episodes"] == 2 * base.pretrain_episodes
     assert lb["total_episodes"] - lb["pretrain_episodes"] == \
         base.total_episodes - base.pretrain_episodes
-    assert search_defaults("cyborg:leaderboard", {"pretrain_episodes": 5}) == {}
-    assert search_defaults("sim:leaderboard", {"total_episodes": 5}) == {
-        "pretrain_episodes": lb["pretrain_episodes"]}
+    assert fill("cyborg:leaderboard", {"pretrain_episodes": 5}) == {"base": "pretrain"}
+    assert fill("sim:leaderboard", {"total_episodes": 5}) == {
+        "base": "pretrain", "pretrain_episodes": lb["pretrain_episodes"]}
 
 
 @pytest.mark.slow
@@ -370,3 +373,57 @@ def test_init_from_starts_from_the_checkpoints_weights(tmp_path):
     mine = torch.load(tmp_path / "init" / "checkpoint.pt", weights_only=True)["model"]
     drift = max(float((mine[k] - shipped[k]).abs().max()) for k in shipped)
     assert 0 < drift < 0.1   # two updates of lr 0.002 from the shipped weights
+
+
+def test_search_base_starts_from_a_matching_conditioned_policy_only():
+    from wfrl.config import PPOConfig, SearchConfig
+    from wfrl.runlog import load_checkpoint
+    from wfrl.search.bases import VISIT_BUDGET, base_mismatch, search_defaults
+    recipe = PPOConfig(memory=True, mask=True)
+    shipped = load_checkpoint("pretrained:any_workflow")
+    assert base_mismatch(SearchConfig(ppo=recipe), shipped) is None
+    for cfg, why in [(SearchConfig(ppo=recipe, alignment_lambda=10.0), "λ = 30"),
+                     (SearchConfig(ppo=recipe, count_foothold=True), "foothold"),
+                     (SearchConfig(ppo=PPOConfig(memory=True, mask=True, hidden=128)), "hidden"),
+                     (SearchConfig(ppo=PPOConfig()), "this search trains"),
+                     (SearchConfig(ppo=recipe, backend="sim:leaderboard"), "code")]:
+        assert why in base_mismatch(cfg, shipped), cfg
+    assert "one workflow" in base_mismatch(SearchConfig(ppo=recipe),
+                                           load_checkpoint("pretrained:critical_first"))
+    # auto: the shipped policy of the backend's code when the settings match, all visits
+    fill, note = search_defaults("sim", {}, SearchConfig(ppo=recipe, base="auto"))
+    assert fill == {"base": "pretrained:any_workflow", "pretrain_episodes": 0,
+                    "total_episodes": VISIT_BUDGET} and "no pretraining" in note
+    fill, _ = search_defaults("cyborg:leaderboard", {"total_episodes": 9},
+                              SearchConfig(ppo=recipe, base="auto", backend="cyborg:leaderboard"))
+    assert fill == {"base": "pretrained:any_workflow_leaderboard", "pretrain_episodes": 0}
+    # settings that do not match never start from it: pretraining, and the run says why
+    for given, cfg in [({}, SearchConfig(ppo=recipe, base="auto", alignment_lambda=10.0)),
+                       ({"pretrain_episodes": 5}, SearchConfig(ppo=recipe, base="auto")),
+                       ({}, SearchConfig(ppo=recipe, base="auto", inherit="scratch"))]:
+        fill, note = search_defaults("sim", given, cfg)
+        assert fill.get("base") == "pretrain" and "pretraining a base here" in note, (given, cfg)
+    # a named base that does not fit is refused in one line
+    from wfrl.errors import UserError
+    with pytest.raises(UserError, match="cannot start this search: it was trained with λ = 30"):
+        search_defaults("sim", {}, SearchConfig(ppo=recipe, base="pretrained:any_workflow",
+                                                alignment_lambda=5.0))
+
+
+def test_search_from_the_shipped_base_pretrains_nothing(tmp_path):
+    import torch
+    res = wfrl("train", "--base", "auto", "--total-episodes", 200, "--episodes-per-update", 100,
+               "--max-evaluations", 1, "--gp-eval-episodes", 5, "--out", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "[base] the visits start from pretrained:any_workflow" in res.stderr
+    assert "pretraining |" not in res.stderr
+    cfg = json.loads((tmp_path / "experiment_config.json").read_text())
+    assert cfg["base"] == "pretrained:any_workflow" and cfg["pretrain_episodes"] == 0
+    from wfrl.runlog import load_checkpoint
+    base = load_checkpoint(tmp_path / "checkpoints" / "base.pt")["model"]
+    shipped = load_checkpoint("pretrained:any_workflow")["model"]
+    assert all(torch.equal(base[k], shipped[k]) for k in shipped)
+    res = wfrl("train", "--base", "auto", "--alignment-lambda", 10, "--total-episodes", 40,
+               "--pretrain-episodes", 20, "--episodes-per-update", 20, "--out", tmp_path / "b",
+               "--max-evaluations", 1)
+    assert res.returncode == 0 and "pretraining a base here" in res.stderr, res.stderr

@@ -295,11 +295,12 @@ def _cmd_train(a) -> int:
         from wfrl.config import RECIPE_SCHEDULE
         ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
     cfg = SearchConfig(**given, ppo=ppo).validate()   # bad input refused before torch loads
-    from wfrl.search.loop import search, search_defaults
-    fill = search_defaults(cfg.backend, given)
+    from wfrl.search.bases import search_defaults
+    from wfrl.search.loop import search
+    fill, note = search_defaults(cfg.backend, given, cfg)
     if fill:
         cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
-    search(cfg)
+    search(cfg, note=note)
     return 0
 
 

@@ -425,6 +425,14 @@ class SearchConfig(_RunSettings):
     per update, so every visit starts from a policy that already defends and follows orders;
     the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
     their end values. 0 = none (the original system). 120,000 on the leaderboard's code."""
+    base: str = setting("pretrain", metavar="pretrain|auto|CHECKPOINT")
+    """Where the visits start: pretrain (a base pretrained here, --pretrain-episodes), auto (the
+    order-conditioned policy shipped for this CybORG code, pretrained:any_workflow or
+    pretrained:any_workflow_leaderboard, when the search's backend code, λ, foothold rule and
+    input blocks are the ones it was trained with and --pretrain-episodes is not given; then
+    the budget is all visits, 30,000 by default; otherwise a base pretrained here, and the run
+    says why) or a conditioned policy to start from (a file or pretrained:NAME, refused unless
+    those settings match)."""
     pretrain_warmup: int | None = setting(None, check=non_negative)
     """Episodes at the start of the pretraining played without the compliance reward (λ = 0):
     the base learns to defend, then to follow orders (default: a third of --pretrain-episodes;

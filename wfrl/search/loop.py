@@ -266,6 +266,9 @@ class WorkflowSearch:
         pretraining = state.pretraining
         if pretraining.done:
             return learner
+        if cfg.base not in ("auto", "pretrain"):   # a conditioned policy given: the base as is
+            self._adopt_base(cfg.base)
+            return None
         total = min(cfg.pretrain_episodes, cfg.total_episodes)
         warmup = cfg.warmup_episodes()
         if learner is None:
@@ -307,6 +310,22 @@ class WorkflowSearch:
         pretraining.done = True
         self._commit(None)
         return None
+
+    def _adopt_base(self, source: str) -> None:
+        """The conditioned policy `source` as the base every visit starts from (its weights;
+        checked against the search's settings), in place of a pretraining."""
+        from wfrl.search.bases import base_mismatch
+        ck = load_checkpoint(source)
+        why = base_mismatch(self.cfg, ck)
+        if why is not None:
+            raise UserError(f"--base {source} cannot start this search: {why}")
+        learner = PPOLearner(self.cfg.ppo, seed=learner_seed(self.cfg.seed))
+        learner.model.load_state_dict(ck["model"])
+        save_checkpoint(checkpoint_path(self.run, BASE_POLICY),
+                        base_payload(learner, self.cfg.ppo, int(ck.get("episodes", 0)),
+                                     config=self.cfg.to_dict()))
+        self.state.pretraining.done = True
+        self._commit(None)
 
     # ---------------------------------------------------------------- step 2: pick the next
     def _pick_next(self) -> PPOLearner:
@@ -665,31 +684,16 @@ def format_table(summary: dict, theta: float) -> str:
     return "\n".join(lines)
 
 
-def search(cfg: SearchConfig, resume: bool = False, progress=None) -> dict:
+def search(cfg: SearchConfig, resume: bool = False, progress=None, note: str | None = None) -> dict:
     """Run (or, resume=True, continue) the search in cfg.out, holding the run directory's lock
-    from before the first file is read until the end (one process per run directory)."""
+    from before the first file is read until the end (one process per run directory). note:
+    a line said once the run has started (where its visits start from: wfrl.search.bases)."""
     cfg = cfg.validate()
     check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers, cfg.ray_address)
     if resume and not Path(cfg.out).is_dir():
         raise UserError(f"cannot resume: {cfg.out} is not a directory")
     with locked_dir(cfg.out, "search"):
-        return WorkflowSearch(cfg, resume=resume, progress=progress).run_search()
-
-
-# The search's base on the leaderboard's CybORG code: the ground truth's conditioned policies
-# there were still improving at 60,000 episodes (residual run sd 0.85 against 0.31 at 120,000),
-# so the search trains its base as long, and keeps its 15,000 episodes of visits.
-LEADERBOARD_SEARCH_PRETRAIN = 120_000
-
-
-def search_defaults(backend: str, given: dict) -> dict:
-    """The search settings that depend on --backend, for those not given: on the leaderboard's
-    code a 120,000-episode base and a budget 60,000 larger than the default."""
-    if not str(backend).endswith(":leaderboard") or "pretrain_episodes" in given:
-        return {}
-    fill = {"pretrain_episodes": LEADERBOARD_SEARCH_PRETRAIN}
-    if "total_episodes" not in given:
-        base = SearchConfig()
-        fill["total_episodes"] = (base.total_episodes + LEADERBOARD_SEARCH_PRETRAIN
-                                  - base.pretrain_episodes)
-    return fill
+        run = WorkflowSearch(cfg, resume=resume, progress=progress)
+        if note:
+            run.progress(note)
+        return run.run_search()

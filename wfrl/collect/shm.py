@@ -44,9 +44,14 @@ def _views(buf, spec: dict, offsets: dict) -> dict:
             for name, (shape, dtype) in spec.items()}
 
 
-def _cleanup_all(*_):
+def _unlink_all(*_):
+    """Remove every owned segment's name (nothing is left in /dev/shm), keeping the mappings:
+    on a signal or at exit another thread may still be inside compiled code that reads or
+    writes a segment (the batch collected ahead), and unmapping it there was a segfault
+    (exit -11 on SIGTERM, the workers left orphaned; tests/test_stress.py). The mappings go
+    with the process."""
     for owner in list(_live):
-        owner.close()
+        owner.unlink()
 
 
 def _install_handlers():
@@ -55,12 +60,12 @@ def _install_handlers():
     if _handlers_installed or threading.current_thread() is not threading.main_thread():
         return
     _handlers_installed = True
-    atexit.register(_cleanup_all)
+    atexit.register(_unlink_all)
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous = signal.getsignal(sig)
 
         def handler(signum, frame, previous=previous):
-            _cleanup_all()
+            _unlink_all()
             if callable(previous):
                 return previous(signum, frame)
             if signum == signal.SIGINT:
@@ -117,8 +122,19 @@ class SharedArrays:
         """What a worker needs to attach: (segment name, spec, offsets)."""
         return (self.name, self.spec, self.offsets)
 
+    def unlink(self) -> None:
+        """Remove the segment's name, keep the mapping (idempotent; owner only)."""
+        shm = getattr(self, "_shm", None)
+        if shm is None or os.getpid() != self._owner_pid or getattr(self, "_unlinked", False):
+            return
+        self._unlinked = True
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
     def close(self) -> None:
-        """Unlink the segment (idempotent; only the owning process unlinks)."""
+        """Unmap and unlink the segment (idempotent; only the owning process unlinks)."""
         shm, self._shm = getattr(self, "_shm", None), None
         if shm is None or os.getpid() != self._owner_pid:
             return
@@ -127,10 +143,12 @@ class SharedArrays:
             shm.close()
         except BufferError:
             pass  # views still exported somewhere; the unlink below is what frees the name
-        try:
-            shm.unlink()
-        except FileNotFoundError:
-            pass
+        if not getattr(self, "_unlinked", False):
+            self._unlinked = True
+            try:
+                shm.unlink()
+            except FileNotFoundError:
+                pass
         _live.discard(self)
 
     def __enter__(self):

@@ -107,7 +107,7 @@ def _clean(proc):
     assert not leaked_segments(proc.pid), "shared memory left"
 
 
-def agent_round(rng, tmp, workers=2, backend="sim", episodes=4):
+def agent_round(rng, tmp, workers=2, backend="sim", episodes=2):
     """A chatty agent scored by `eval --cage2` on 2 workers, stderr read slowly."""
     proc = _start(["eval", "--cage2", "--backend", backend, "--agent", f"{AGENTS}:chatty",
                    "--n-workers", str(workers), "--episodes", str(episodes), "--json",
@@ -125,9 +125,9 @@ def interrupt_round(rng, tmp, collector):
     """A short search on a parallel collector, SIGINT or SIGTERM at a random moment, then resumed
     to its end: exact episode count, exit codes, nothing left behind."""
     run = tmp / f"run-{collector}"
-    budget = ["--pretrain-episodes", "1200", "--total-episodes", "1600",
-              "--episodes-per-update", "200", "--max-episodes", "400", "--min-episodes", "200",
-              "--gp-eval-episodes", "10", "--max-evaluations", "2"]
+    budget = ["--pretrain-episodes", "1000", "--total-episodes", "1200",
+              "--episodes-per-update", "200", "--max-episodes", "200", "--min-episodes", "200",
+              "--gp-eval-episodes", "5", "--max-evaluations", "1"]
     proc = _start(["train", "--collector", collector, "--n-workers", "2", "--seed",
                    str(rng.randrange(1000)), "--out", str(run), *budget], _env(), tmp)
     line = proc.stderr.readline()
@@ -153,7 +153,7 @@ def interrupt_round(rng, tmp, collector):
         rows = list(csv.DictReader(f))
     totals = [int(r["Total_Episodes_Sampled"]) for r in rows]
     # every update logged once, in order, and together they are the run's episodes exactly
-    assert totals == sorted(set(totals)) and totals[-1] <= 1600
+    assert totals == sorted(set(totals)) and totals[-1] <= 1200
     steps = [b - a for a, b in zip([0] + totals, totals)]
     assert all(n == 200 for n in steps), steps
     assert summary["episodes_used"] == totals[-1]

@@ -205,10 +205,10 @@ def test_planted_no_drain_brings_the_agent_stall_back(tmp_path):
 
 
 def rounds(n: int, seed: int = 0) -> None:
-    """n rounds, each of a random path, half of them beside a neighbour (the on-demand form)."""
+    """n rounds, each of a random path, half of them beside a neighbour (the on-demand form;
+    other processes may run beside it)."""
     import tempfile
     rng = random.Random(seed)
-    before = set(os.listdir("/dev/shm"))
     with tempfile.TemporaryDirectory(prefix="wfrl-stress-") as top:
         for i in range(n):
             kind = rng.choice(sorted(KINDS))
@@ -221,8 +221,9 @@ def rounds(n: int, seed: int = 0) -> None:
             else:
                 KINDS[kind](rng, tmp)
             print(f"round {i + 1}/{n}: {kind} ok in {time.monotonic() - t0:.1f} s", flush=True)
-    assert set(os.listdir("/dev/shm")) - before == set()
-    print(f"{n} rounds, no stall, nothing left behind")
+    # (each round checked its own command's segments and processes; a whole-machine comparison
+    # of /dev/shm, as the pytest form makes alone on the machine, would count whatever else runs)
+    print(f"{n} rounds, no stall, nothing of theirs left behind")
 
 
 if __name__ == "__main__":     # python tests/test_stress.py [ROUNDS [SEED]]

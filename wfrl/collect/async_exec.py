@@ -16,7 +16,7 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, worker_signals_deferred)
+                                  SharedCollectorBase, end_processes, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow
@@ -127,14 +127,7 @@ class AsyncCollector(SharedCollectorBase):
             # (shutdown() forgets its manager thread: taken first, waited for below)
             manager = getattr(pool, "_executor_manager_thread", None)
             pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-            for p in procs:
-                p.join(timeout=5)
-                if p.is_alive():
-                    p.kill()
-                    p.join()
+            end_processes(procs)
             # The pool's manager thread closes its wake-up pipe as it ends; the interpreter's
             # exit writes to that pipe, and a manager ending at that moment made the write fail
             # (OSError: bad file descriptor, a traceback after "wfrl: interrupted"; seen in

@@ -15,6 +15,19 @@ MAX_POOL_REBUILDS = 20  # restarts of dead workers before a collector gives up
 POLL_S = 0.05           # how often a collector waiting on its workers looks whether it was closed
 
 
+def end_processes(procs, grace: float = 5.0) -> None:
+    """SIGTERM every live process of `procs`, wait up to `grace` seconds for each, SIGKILL and
+    reap what is left (the collectors' workers, stopped under worker_signals_deferred)."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=grace)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
 class CollectorClosed(RuntimeError):
     """collect() was running when the collector was aborted (the run is ending)."""
 

@@ -19,7 +19,7 @@ import numpy as np
 from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, worker_signals_deferred)
+                                  SharedCollectorBase, end_processes, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
@@ -117,14 +117,7 @@ class SyncCollector(SharedCollectorBase):
         # signal instead, and _start_workers makes fresh barriers.
         with self._life, worker_signals_deferred():
             procs, self.procs = self.procs, []
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-            for p in procs:
-                p.join(timeout=5)
-                if p.is_alive():
-                    p.kill()
-                    p.join()
+            end_processes(procs)
 
     def _wait(self, barrier) -> bool:
         """Wait at `barrier` while watching the workers; False if one died."""

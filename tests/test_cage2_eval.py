@@ -2,6 +2,7 @@
 per-red checkpoints; bad checkpoints end in one line and exit 2; the periodic evaluation of
 training (eval_log.csv, best.pt)."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -149,3 +150,37 @@ def test_training_keeps_the_best_evaluated_policy(tmp_path, capsys):
     assert summary["best_eval"]["Episodes"] == int(best["Episodes"])
     capsys.readouterr()
     assert main(["eval", "--cage2", "--checkpoint", str(out / "best.pt"), "--episodes", "3"]) == 0
+
+
+@pytest.mark.parametrize("how", [["--checkpoint", "pretrained:critical_first"],
+                                 ["--agent", "tests/agents/cage2_agents.py:restorer"]])
+def test_sigterm_leaves_no_evaluation_worker(how):
+    """SIGTERM mid-evaluation on 2 workers: exit 143 with its one line, no worker left behind
+    (the checkpoint path's process pool was orphaned before python -m wfrl turned SIGTERM into
+    an exit that unwinds)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from _helpers import live_session_processes
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "wfrl", "eval", "--cage2", "--backend", "sim",
+                             *how, "--n-workers", "2", "--episodes", "3000", "--json"],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(live_session_processes(proc.pid, wait=0)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)              # the command and its two workers are up
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, err[-1000:]
+    assert err.strip().splitlines()[-1] == "wfrl: terminated (signal 15)", err[-1000:]
+    assert "Traceback" not in err
+    assert live_session_processes(proc.pid) == []

@@ -61,10 +61,24 @@ def one_thread_by_default(environ) -> None:
     environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM raises SystemExit(143) in the main thread, so every command unwinds (its workers
+    ended, its records closed) instead of dying where it stands: `wfrl eval --cage2` on 2 workers
+    left both orphaned. wfrl.collect.shm chains its own handler (unlink first) to this one."""
+    import signal
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, handler)
+
+
 def run() -> None:
     """`python -m wfrl` and the `wfrl` script: the command line with the environment above."""
     quiet_openmp(os.environ)
     one_thread_by_default(os.environ)
+    stop_on_sigterm()
     from wfrl.cli import main
     try:
         code = main()

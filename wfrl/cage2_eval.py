@@ -241,14 +241,23 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                 finished(k, t.first, _run_task(t))
         else:
             import multiprocessing as mp
+
+            from wfrl.collect.shm_base import end_processes
+            pool = cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"))
             try:
-                with cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn")) as pool:
-                    futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
-                    for f in cf.as_completed(futs):
-                        k, t = futs[f]
-                        finished(k, t.first, f.result())
+                futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
+                for f in cf.as_completed(futs):
+                    k, t = futs[f]
+                    finished(k, t.first, f.result())
             except BrokenProcessPool:
                 raise UserError("an evaluation worker died (killed or out of memory)") from None
+            except BaseException:   # Ctrl-C, SIGTERM, a failure: no worker outlives the command
+                procs = list(getattr(pool, "_processes", {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                end_processes(procs)
+                raise
+            finally:
+                pool.shutdown(wait=True)
     except UserError as exc:
         raise EvaluationFailed(str(exc), result(complete=False)) from None
     return result(complete=True)

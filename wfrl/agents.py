@@ -149,7 +149,6 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
             if clock is not None:
                 clock[_STEP] = t
                 clock[_ACTION_T] = time.monotonic()
-            if clock is not None:
                 stress_delay()
             raw = _call(spec, where, agent.get_action, obs.astype(np.int64), ACTION_SPACE)
             if clock is not None:

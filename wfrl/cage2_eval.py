@@ -242,7 +242,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
         else:
             import multiprocessing as mp
 
-            from wfrl.collect.shm_base import end_processes
+            from wfrl.collect.shm_base import end_pool
             pool = cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"))
             try:
                 futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
@@ -252,9 +252,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             except BrokenProcessPool:
                 raise UserError("an evaluation worker died (killed or out of memory)") from None
             except BaseException:   # Ctrl-C, SIGTERM, a failure: no worker outlives the command
-                procs = list(getattr(pool, "_processes", {}).values())
-                pool.shutdown(wait=False, cancel_futures=True)
-                end_processes(procs)
+                end_pool(pool)
                 raise
             finally:
                 pool.shutdown(wait=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, end_processes, worker_signals_deferred)
+                                  SharedCollectorBase, end_pool, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow
@@ -123,17 +123,7 @@ class AsyncCollector(SharedCollectorBase):
             pool, self.pool = self.pool, None
             if pool is None:
                 return
-            procs = list(getattr(pool, "_processes", {}).values())
-            # (shutdown() forgets its manager thread: taken first, waited for below)
-            manager = getattr(pool, "_executor_manager_thread", None)
-            pool.shutdown(wait=False, cancel_futures=True)
-            end_processes(procs)
-            # The pool's manager thread closes its wake-up pipe as it ends; the interpreter's
-            # exit writes to that pipe, and a manager ending at that moment made the write fail
-            # (OSError: bad file descriptor, a traceback after "wfrl: interrupted"; seen in
-            # tests/test_stress.py). Waiting for it here leaves nothing for the exit to race.
-            if manager is not None:
-                manager.join(timeout=5)
+            end_pool(pool)
 
     def abort(self) -> None:
         """Stop the workers now, from any thread: a collect() running elsewhere ends with

@@ -135,6 +135,7 @@ class SharedArrays:
 
     def close(self) -> None:
         """Unmap and unlink the segment (idempotent; only the owning process unlinks)."""
+        self.unlink()
         shm, self._shm = getattr(self, "_shm", None), None
         if shm is None or os.getpid() != self._owner_pid:
             return
@@ -142,13 +143,7 @@ class SharedArrays:
         try:
             shm.close()
         except BufferError:
-            pass  # views still exported somewhere; the unlink below is what frees the name
-        if not getattr(self, "_unlinked", False):
-            self._unlinked = True
-            try:
-                shm.unlink()
-            except FileNotFoundError:
-                pass
+            pass  # views still exported somewhere; the unlink above is what frees the name
         _live.discard(self)
 
     def __enter__(self):

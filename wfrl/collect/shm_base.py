@@ -28,6 +28,20 @@ def end_processes(procs, grace: float = 5.0) -> None:
             p.join()
 
 
+def end_pool(pool) -> None:
+    """Shut a concurrent.futures process pool down now: pending tasks cancelled, its workers
+    ended (end_processes), and its manager thread waited for. That thread closes its wake-up
+    pipe as it ends; the interpreter's exit writes to that pipe, and a manager ending at that
+    moment made the write fail (OSError: bad file descriptor, a traceback after "wfrl:
+    interrupted"; seen in tests/test_stress.py). shutdown() forgets the thread: taken first."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    end_processes(procs)
+    if manager is not None:
+        manager.join(timeout=5)
+
+
 class CollectorClosed(RuntimeError):
     """collect() was running when the collector was aborted (the run is ending)."""
 

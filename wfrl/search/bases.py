@@ -39,6 +39,17 @@ def base_mismatch(cfg: SearchConfig, ck: dict) -> str | None:
     return None
 
 
+def checked_base(cfg: SearchConfig, source: str) -> dict:
+    """The conditioned policy `source` as a checkpoint, or a one-line UserError when it cannot
+    be this search's base (base_mismatch)."""
+    from wfrl.runlog import load_checkpoint
+    ck = load_checkpoint(source)
+    why = base_mismatch(cfg, ck)
+    if why is not None:
+        raise UserError(f"--base {source} cannot start this search: {why}")
+    return ck
+
+
 def search_defaults(backend: str, given: dict, cfg: SearchConfig | None = None) -> tuple:
     """The search settings that depend on --backend and --base, for those not given, and a line
     saying where the visits start: `--base auto` takes the conditioned policy shipped for the
@@ -63,9 +74,7 @@ def search_defaults(backend: str, given: dict, cfg: SearchConfig | None = None) 
         base, note = "pretrain", (f"[base] pretraining a base here, not starting from {shipped}: "
                                   f"{why}")
     if base != "pretrain":   # a checkpoint the user named
-        why = base_mismatch(cfg, load_checkpoint(base))
-        if why is not None:
-            raise UserError(f"--base {base} cannot start this search: {why}")
+        checked_base(cfg, base)
         fill = {"pretrain_episodes": 0}
         return fill, f"[base] the visits start from {base}; no pretraining"
     fill = {"base": "pretrain"}

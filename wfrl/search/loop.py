@@ -314,11 +314,8 @@ class WorkflowSearch:
     def _adopt_base(self, source: str) -> None:
         """The conditioned policy `source` as the base every visit starts from (its weights;
         checked against the search's settings), in place of a pretraining."""
-        from wfrl.search.bases import base_mismatch
-        ck = load_checkpoint(source)
-        why = base_mismatch(self.cfg, ck)
-        if why is not None:
-            raise UserError(f"--base {source} cannot start this search: {why}")
+        from wfrl.search.bases import checked_base
+        ck = checked_base(self.cfg, source)
         learner = PPOLearner(self.cfg.ppo, seed=learner_seed(self.cfg.seed))
         learner.model.load_state_dict(ck["model"])
         save_checkpoint(checkpoint_path(self.run, BASE_POLICY),

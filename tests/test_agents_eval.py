@@ -145,3 +145,33 @@ def test_agent_flag_errors(capsys):
             (["--agent", f"{AGENTS}:restorer", "--action-timeout", "0"], "must be positive")):
         rc, out, err = _cli(capsys, ["eval", "--cage2", *argv])
         assert rc == 2 and len(err) == 1 and says in err[0], (argv, err)
+
+
+class _ClearedBetweenReads:
+    """A worker's clock whose get_action ends (ACTION_T back to 0) right after ACTION_T is first
+    read: what the watchdog meets when the worker writes while it reads."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def __getitem__(self, i):
+        seen = list(self.values)
+        if i == 0 or isinstance(i, slice):
+            self.values[0] = 0.0
+        return seen[i]
+
+
+def test_watchdog_reads_the_clock_once():
+    """A get_action that ends between two reads of the clock is not 'hung' (read twice, its
+    start looked `now` seconds old: the one-process fast tier's false 'no action within 30 s')."""
+    from wfrl.agents import overdue
+    now = 5000.0
+    running = [now - 0.01, now - 1.0, 2, 3002000013, 41]
+    assert overdue(_ClearedBetweenReads(running), now, 30, 600, lambda k: f"setting {k}") is None
+    # and a clock that is really late is still called so, with where it stands
+    late = overdue(_ClearedBetweenReads([now - 31, now - 32, 2, 3002000013, 41]), now, 30, 600,
+                   lambda k: f"setting {k}")
+    assert late == ("no action within 30 s (--action-timeout) on setting 2 (episode 3002000013, "
+                    "step 41)")
+    assert overdue([0.0, now - 601, 0, 0, 0], now, 30, 600) == (
+        "the episode took over 600 s (--episode-timeout) while being built")

@@ -210,6 +210,21 @@ def _worker(spec, conn, clock, out=None):
         conn.send(("error", None, f"agent {spec} stopped its process: {_describe(exc)}"))
 
 
+def overdue(clock, now, action_timeout, episode_timeout, describe=None) -> str | None:
+    """What a worker's clock says is overdue at `now` (None: nothing). The worker writes the
+    clock while it is read, so each entry is read once and only that copy is used: read twice,
+    a get_action that ends between the two reads looks `now` seconds old (its start time reads
+    as 0 the second time)."""
+    action_t, episode_t, k, episode, step = clock[:5]
+    where = (f"on {describe(int(k))} (episode {int(episode)}, step {int(step)})"
+             if describe else "while being built")
+    if action_t and now - action_t > action_timeout:
+        return f"no action within {action_timeout:g} s (--action-timeout) {where}"
+    if episode_t and now - episode_t > episode_timeout:
+        return f"the episode took over {episode_timeout:g} s (--episode-timeout) {where}"
+    return None
+
+
 class _Worker:
     def __init__(self, ctx, spec, drain, name):
         self.conn, child = ctx.Pipe()
@@ -290,15 +305,10 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
                                       f"{w.proc.exitcode})")
             now = time.monotonic()
             for w in workers:
-                c = w.clock
-                where = (f"on {describe(int(c[_SETTING]))} (episode {int(c[_EPISODE])}, step "
-                         f"{int(c[_STEP])})") if w.task else "while being built"
-                if c[_ACTION_T] and now - c[_ACTION_T] > action_timeout:
-                    raise AgentFailed(f"agent {spec} hung: no action within {action_timeout:g} s "
-                                      f"(--action-timeout) {where}")
-                if c[_EPISODE_T] and now - c[_EPISODE_T] > episode_timeout:
-                    raise AgentFailed(f"agent {spec} hung: the episode took over "
-                                      f"{episode_timeout:g} s (--episode-timeout) {where}")
+                late = overdue(w.clock, now, action_timeout, episode_timeout,
+                               describe if w.task else None)
+                if late:
+                    raise AgentFailed(f"agent {spec} hung: {late}")
     except BaseException:
         for w in workers:
             w.stop(kill=True)

@@ -175,3 +175,43 @@ def test_watchdog_reads_the_clock_once():
                     "step 41)")
     assert overdue([0.0, now - 601, 0, 0, 0], now, 30, 600) == (
         "the episode took over 600 s (--episode-timeout) while being built")
+
+
+def test_a_factory_with_a_workflow_parameter_gets_the_evaluations_workflow():
+    """wfrl.agents:follower follows --workflow: each of its fixes is a Restore of the
+    highest-priority host its observation shows compromised (User0 never), decoys or Sleep
+    otherwise; two orders play differently on the same episodes."""
+    import numpy as np
+
+    from wfrl.agents import make_agent, play_episodes
+    from wfrl.envs import make_backend
+    from wfrl.workflow import HOST_TYPE, USER0, Workflow
+    played, compliance = {}, {}
+    for wf in ("critical_first", "reverse"):
+        agent = make_agent("wfrl.agents:follower", wf)
+        assert agent.workflow == Workflow.parse(wf)
+        rank = np.array(Workflow.parse(wf).rank)[HOST_TYPE]
+        backend = make_backend("sim", "B_lineAgent", seed=5)
+        _, fixes, _, comp = play_episodes("follower", agent, backend, "sim", "B_lineAgent", 100,
+                                          range(4), 5, wf)
+        assert fixes.sum() > 0
+        compliance[wf] = comp.mean()
+        played[wf] = []
+        for seed in (11, 12, 13):
+            agent.end_episode()
+            backend.seed(seed)
+            obs, _ = backend.reset()
+            for t in range(100):
+                a = agent.get_action(obs, 145)
+                flagged = [h for h in range(13)
+                           if h != USER0 and (obs[4 * h + 2] or obs[4 * h + 3])]
+                if flagged:
+                    assert a == 132 + min(flagged, key=lambda h: (rank[h], h)), (wf, t, a)
+                else:
+                    assert not 132 <= a < 145 and not 15 <= a < 28
+                played[wf].append(a)
+                obs, _, _ = backend.step(a)
+    assert played["critical_first"] != played["reverse"]
+    assert compliance["critical_first"] > 0.95
+    # a factory without the parameter is built as before
+    assert type(make_agent(f"{AGENTS}:restorer", "reverse")).__name__ != "WorkflowFollower"

@@ -67,12 +67,26 @@ def load_factory(spec: str):
     return factory
 
 
-def make_agent(spec: str):
-    agent = _call(spec, "building the agent", load_factory(spec))
+def make_agent(spec: str, workflow: str | None = None):
+    """The agent MODULE:FACTORY builds. A factory with a `workflow` parameter is given the
+    evaluation's --workflow (when there is one), so one factory can follow any order."""
+    factory = load_factory(spec)
+    if workflow is not None and _takes_workflow(factory):
+        agent = _call(spec, "building the agent", factory, workflow)
+    else:
+        agent = _call(spec, "building the agent", factory)
     if not callable(getattr(agent, "get_action", None)):
         raise AgentFailed(f"agent {spec}: {type(agent).__name__} has no get_action(observation, "
                           "action_space)")
     return agent
+
+
+def _takes_workflow(factory) -> bool:
+    import inspect
+    try:
+        return "workflow" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):    # a builtin or C callable: called without arguments
+        return False
 
 
 def _describe(exc: BaseException) -> str:
@@ -176,7 +190,7 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
     return out[0], out[1].astype(np.int64), out[2].astype(np.int64), out[3]
 
 
-def _worker(spec, conn, clock, out=None):
+def _worker(spec, conn, clock, out=None, workflow=None):
     """Worker process: build the agent, then play the chunks sent until None. Whatever the
     agent prints goes to `out`, the parent's drain (wfrl.collect.output): stdout carries the
     table / JSON, and a slowly read stderr never blocks the agent."""
@@ -187,7 +201,7 @@ def _worker(spec, conn, clock, out=None):
     redirect(out)
     try:
         clock[_EPISODE_T] = time.monotonic()
-        agent = make_agent(spec)
+        agent = make_agent(spec, workflow)
         clock[_EPISODE_T] = 0.0
         while True:
             msg = conn.recv()
@@ -226,11 +240,12 @@ def overdue(clock, now, action_timeout, episode_timeout, describe=None) -> str |
 
 
 class _Worker:
-    def __init__(self, ctx, spec, drain, name):
+    def __init__(self, ctx, spec, drain, name, workflow=None):
         self.conn, child = ctx.Pipe()
         self.clock = ctx.Array("d", 5, lock=False)
         out = drain.child_end(name)
-        self.proc = ctx.Process(target=_worker, args=(spec, child, self.clock, out), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(spec, child, self.clock, out, workflow),
+                                daemon=True)
         self.proc.start()
         child.close()
         if out is not None:
@@ -276,7 +291,8 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
     queue = list(enumerate(tasks))
     try:
         for i in range(max(1, min(n_workers, len(tasks)))):
-            workers.append(_Worker(ctx, spec, drain, f"agent worker {i + 1}"))
+            workers.append(_Worker(ctx, spec, drain, f"agent worker {i + 1}",
+                                   tasks[0][1][7] if tasks else None))
         while queue or any(w.task is not None for w in workers):
             for w in workers:
                 if w.task is None and queue:
@@ -315,3 +331,47 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
         raise
     for w in workers:
         w.stop()
+
+
+class WorkflowFollower:
+    """The non-learning defender that follows a workflow by hand, from the observation alone:
+    each step it Restores the host of the highest-priority unit type that the observation shows
+    compromised (User or Privileged: an exploit was seen there since its last Restore; ties: the
+    lower host index; User0, red's permanent foothold, is left out). With no such host it places
+    a decoy — the first kind still open on the host of the latest scan, else on the
+    highest-priority host with one open — and otherwise Sleeps. Every fix it makes is the top of
+    its own view of the order."""
+
+    def __init__(self, workflow: str = "critical_first"):
+        from wfrl.workflow import N_HOSTS, USER0, Workflow
+        self.workflow = Workflow.parse(workflow)
+        priority = self.workflow.host_priority()
+        self._order = [h for h in sorted(range(N_HOSTS), key=lambda h: (priority[h], h))
+                       if h != USER0]
+        self.end_episode()
+
+    def end_episode(self):
+        from wfrl.features import MemoryTracker
+        self.memory = MemoryTracker()
+
+    def get_action(self, observation, action_space=ACTION_SPACE):
+        from wfrl.features import DECOY_USEFUL, RESTORE_FIRST, _open_decoys, decoy_action
+        obs = np.asarray(observation).reshape(-1)
+        mem = self.memory
+        mem.update(obs)
+        flagged = (obs[2::4] != 0) | (obs[3::4] != 0)
+        action = next((RESTORE_FIRST + h for h in self._order if flagged[h]), None)
+        if action is None:
+            action = 0
+            for h in ([mem.last_scan] if mem.last_scan >= 0 else []) + self._order:
+                open_ = int(_open_decoys(DECOY_USEFUL[h], mem.decoys[h]))
+                if open_:
+                    action = decoy_action((open_ & -open_).bit_length() - 1, h)
+                    break
+        mem.acted(action)
+        return action
+
+
+def follower(workflow: str = "critical_first") -> WorkflowFollower:
+    """`--agent wfrl.agents:follower`: the WorkflowFollower of the evaluation's --workflow."""
+    return WorkflowFollower(workflow)

@@ -107,7 +107,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         player = _CheckpointAgent(checkpoint, workflow)
         workflow, who = player.workflow, f"checkpoint {checkpoint}"
     else:
-        player, who = make_agent(agent), f"agent {agent}"
+        player, who = make_agent(agent, workflow), f"agent {agent}"
         if workflow is not None:
             Workflow.parse(workflow)
     wf = Workflow.parse(workflow) if workflow else None

@@ -208,15 +208,18 @@ def _worker(spec, conn, clock, out=None, workflow=None):
             if msg is None:
                 return
             tid, (k, backend_name, red, steps, seed, first, n, workflow, *more) = msg
-            recorder = CostRecorder() if more and more[0] else None
+            from wfrl.cage2_eval import ActionRecorder
+            costs = CostRecorder() if more and more[0] else None
+            actions = ActionRecorder(costs) if len(more) > 1 and more[1] else None
             backend = make_backend(backend_name, red, seed=seed)
             try:
                 res = play_episodes(spec, agent, backend, backend_name, red, steps,
                                     range(first, first + n), seed, workflow, clock, k,
-                                    observer=recorder)
+                                    observer=actions or costs)
             finally:
                 backend.close()
-            res = (*res, np.zeros(0), None if recorder is None else recorder.costs)
+            res = (*res, np.zeros(0), None if costs is None else costs.costs, None,
+                   None if actions is None else actions.episodes)
             conn.send(("done", tid, res))
     except UserError as exc:
         conn.send(("error", None, str(exc)))
@@ -268,8 +271,9 @@ class _Worker:
 
 def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done,
               output=None):
-    """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow[, attribute])), …]
-    (attribute: each result also carries the episodes' cost vectors, wfrl.attribution) on n_workers
+    """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow[, attribute[, actions]])),
+    …] (attribute: each result also carries the episodes' cost vectors, wfrl.attribution;
+    actions: their actions, as wfrl.cage2_eval._run_task's results) on n_workers
     agent processes; done(task index, result) for each finished one, in completion order.
     describe(k) names setting k. What the agents print goes to `output` (a file) or, prefixed
     with the worker, to stderr, never blocking them (wfrl.collect.output). Raises AgentFailed on

@@ -98,22 +98,43 @@ class _Task:
     greedy: bool
     attribute: bool = False
     plan: tuple | None = None     # (wfrl.plan.PlanBudget, plan red) with --plan
+    actions: bool = False         # also return each episode's actions (--episodes-out)
 
 
 SEARCH_COUNTERS = ("decisions", "switches", "timeouts", "observed", "fallbacks")
 
 
+class ActionRecorder:
+    """Each episode's actions (an observer as in wfrl.collect.rollout.run_episodes), passing every
+    call on to `then` (another observer) if given."""
+
+    def __init__(self, then=None):
+        self.then, self.episodes, self._now = then, [], []
+
+    def step(self, action, reward, red_access_after) -> None:
+        self._now.append(int(action))
+        if self.then is not None:
+            self.then.step(action, reward, red_access_after)
+
+    def end_episode(self) -> None:
+        self.episodes.append(self._now)
+        self._now = []
+        if self.then is not None:
+            self.then.end_episode()
+
+
 def _run_task(task: _Task):
     """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
     per-decision times in ms (empty without --plan), the episodes' cost vectors
-    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, and the search's counters
-    SEARCH_COUNTERS (zeros without --plan)). An agent's task (wfrl.agents) returns the first six,
-    never searching."""
+    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, the search's counters
+    SEARCH_COUNTERS (zeros without --plan), and each episode's actions with `actions`, else
+    None). An agent's task (wfrl.agents) returns the same, never searching."""
     from wfrl.attribution import CostRecorder
     from wfrl.envs import make_backend
     from wfrl.evaluate import play, play_with_plan
     from wfrl.workflow import Workflow
-    recorder = CostRecorder() if task.attribute else None
+    costs = CostRecorder() if task.attribute else None
+    recorder = ActionRecorder(costs) if task.actions else costs
     backend = make_backend(task.backend, task.red, seed=task.seed)
     episodes = range(task.first, task.first + task.n)
     wf = Workflow.parse(task.workflow)
@@ -135,7 +156,8 @@ def _run_task(task: _Task):
     return (np.array([s.env_return for s in stats]), np.array([s.fixes for s in stats]),
             np.array([s.compliant_fixes for s in stats]),
             np.array([s.compliance for s in stats]), times,
-            None if recorder is None else recorder.costs, counters)
+            None if costs is None else costs.costs, counters,
+            recorder.episodes if task.actions else None)
 
 
 def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
@@ -164,7 +186,8 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                    workflow: str | None = None, reds=CAGE2_REDS, lengths=CAGE2_LENGTHS,
                    progress=None, agent: str | None = None, action_timeout: float = 30.0,
                    episode_timeout: float = 600.0, on_setting=None,
-                   attribute: bool = False, plan=None, agent_output=None) -> dict:
+                   attribute: bool = False, plan=None, agent_output=None,
+                   episodes_out=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
     subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
     under `workflow`; what it prints goes to the file agent_output, else to stderr).
@@ -174,6 +197,9 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     plan: (wfrl.plan.PlanBudget, plan red) to play the greedy policy improved by decision-time
     search (per setting then also the per-decision time median/p95/max in ms, the belief update
     included, and the search's switch, time-out and fallback rates).
+    episodes_out: a file that gets one JSON line per episode (episode_records; rewritten from
+    the start, each setting's lines appended and synced as it finishes, so settings appear in
+    the order they finish).
     Returns the JSON-ready result (see `format_table`); a failure raises EvaluationFailed, whose
     `partial` holds the finished settings."""
     from wfrl.envs.base import backend_engine, check_backend
@@ -199,10 +225,11 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             if agent is None:
                 weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
                 tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
-                                       base + first, n, greedy, attribute, plan)))
+                                       base + first, n, greedy, attribute, plan,
+                                       episodes_out is not None)))
             else:
                 tasks.append((k, (k, backend, red, steps, seed, base + first, n, workflow,
-                                  attribute)))
+                                  attribute, episodes_out is not None)))
     if n_workers is None:
         n_workers = min(2, os.cpu_count() or 1) if backend_engine(backend) == "cyborg" else 1
     head = {"backend": backend, "episodes": episodes, "seed": seed,
@@ -213,6 +240,8 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     parts: dict[int, list] = {k: [] for k in range(len(settings))}
     left = {k: sum(1 for kk, _ in tasks if kk == k) for k in range(len(settings))}
     rows: dict[int, dict] = {}
+    if episodes_out is not None:
+        open(episodes_out, "w").close()
 
     def result(complete: bool) -> dict:
         return _result(head, [rows[k] for k in sorted(rows)], complete)
@@ -226,6 +255,9 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
         if left[k] == 0:
             source = agent if agent else str(_policy_for(red, checkpoints))
             rows[k] = _row(red, steps, parts[k], backend, source, agent is not None)
+            if episodes_out is not None:
+                _append_lines(episodes_out, episode_records(head, red, steps, seed, parts[k],
+                                                            source))
             if on_setting:
                 on_setting(result(complete=False))
 
@@ -269,6 +301,35 @@ class EvaluationFailed(UserError):
         super().__init__(f"{message} ({n} finished setting{'s' * (n != 1)} kept)" if n
                          else message)
         self.partial = partial
+
+
+def episode_records(head: dict, red: str, steps: int, seed: int, parts, source: str) -> list:
+    """One setting's episodes as JSON-ready lines, in episode order: the backend, the setting,
+    the episode's global number and the env seed it was played on (wfrl.rng.episode_seeds), the
+    policy, its return, fixes, compliant fixes, compliance (the training rule's per-episode rate;
+    None without a workflow) and actions."""
+    from wfrl.rng import episode_seeds
+    lines = []
+    for first, res in sorted(parts, key=lambda p: p[0]):
+        episodes = np.arange(first, first + res[0].size, dtype=np.int64)
+        env_seeds, _ = episode_seeds(seed, episodes)
+        for i, ep in enumerate(episodes):
+            comp = float(res[3][i])
+            lines.append({"backend": head["backend"], "red_agent": red, "steps": steps,
+                          "episode": int(ep), "env_seed": int(env_seeds[i]), "seed": seed,
+                          "policy": source, "return": round(float(res[0][i]), 4),
+                          "fixes": int(res[1][i]), "compliant_fixes": int(res[2][i]),
+                          "compliance": None if np.isnan(comp) else round(comp, 4),
+                          "actions": res[7][i]})
+    return lines
+
+
+def _append_lines(path, lines: list) -> None:
+    import json
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _row(red, steps, parts, backend, source, is_agent) -> dict:
@@ -344,4 +405,83 @@ def format_table(res: dict) -> str:
         from wfrl.attribution import format_costs
         lines += ["", f"where the cost comes from ({max(CAGE2_LENGTHS)}-step episodes; every "
                   "setting's split is in the JSON):", format_costs(costs)]
+    return "\n".join(lines)
+
+
+def read_episodes(path) -> list[dict]:
+    """The lines of an --episodes-out file (UserError naming the file and line if one is not an
+    episode record)."""
+    import json
+    try:
+        text = open(path).read().splitlines()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror})") from None
+    out = []
+    for i, line in enumerate(text, 1):
+        try:
+            rec = json.loads(line)
+            rec["red_agent"], rec["steps"], rec["episode"], rec["env_seed"], rec["return"]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{path}, line {i}: not an episode record of wfrl eval --cage2 "
+                            "--episodes-out") from None
+        out.append(rec)
+    if not out:
+        raise UserError(f"{path}: no episodes")
+    return out
+
+
+def compare_episodes(path_a, path_b) -> dict:
+    """Paired differences (A − B) per setting of two --episodes-out files, over the episodes both
+    played (the same setting, episode number and env seed, on the same backend), with the
+    paired standard error and, beside it, the unpaired one the two tables alone would give."""
+    a, b = read_episodes(path_a), read_episodes(path_b)
+    backends = {r["backend"] for r in a}, {r["backend"] for r in b}
+    if backends[0] != backends[1]:
+        raise UserError(f"{path_a} was played on {', '.join(sorted(backends[0]))}, {path_b} on "
+                        f"{', '.join(sorted(backends[1]))}: not the same episodes")
+    by_b = {(r["red_agent"], r["steps"], r["episode"]): r for r in b}
+    settings: dict = {}
+    for r in a:
+        key = (r["red_agent"], r["steps"], r["episode"])
+        other = by_b.get(key)
+        if other is None:
+            continue
+        if other["env_seed"] != r["env_seed"]:
+            raise UserError(f"episode {r['episode']} of {r['red_agent']}, {r['steps']} steps was "
+                            f"played on different env seeds (different --seed): not pairable")
+        settings.setdefault(key[:2], []).append((r["return"], other["return"]))
+    if not settings:
+        raise UserError(f"{path_a} and {path_b} share no episode (different --seed or settings)")
+    order = {s: i for i, s in enumerate((red, n) for red in CAGE2_REDS for n in CAGE2_LENGTHS)}
+    rows = []
+    for (red, steps), pairs in sorted(settings.items(), key=lambda kv: order.get(kv[0], 99)):
+        x = np.array(pairs, dtype=np.float64)
+        d, n = x[:, 0] - x[:, 1], len(x)
+        se = (lambda v: float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0)
+        rows.append({"red_agent": red, "steps": steps, "n": n,
+                     "mean_a": round(float(x[:, 0].mean()), 4),
+                     "mean_b": round(float(x[:, 1].mean()), 4),
+                     "diff": round(float(d.mean()), 4), "diff_se": round(se(d), 4),
+                     "unpaired_se": round(float(np.hypot(se(x[:, 0]), se(x[:, 1]))), 4)})
+    total_se = float(np.sqrt(sum(r["diff_se"] ** 2 for r in rows)))
+    return {"a": str(path_a), "b": str(path_b), "backend": next(iter(backends[0])),
+            "policy_a": a[0].get("policy"), "policy_b": b[0].get("policy"), "settings": rows,
+            "total_diff": round(sum(r["diff"] for r in rows), 4),
+            "total_diff_ci95": round(1.96 * total_se, 4),
+            "unpaired_total_ci95": round(1.96 * float(np.sqrt(sum(
+                r["unpaired_se"] ** 2 for r in rows))), 4)}
+
+
+def format_comparison(res: dict) -> str:
+    lines = [f"paired on {res['backend']}: A = {res['policy_a']} ({res['a']}), "
+             f"B = {res['policy_b']} ({res['b']})",
+             f"{'red agent':16s} {'steps':>5s} {'pairs':>6s} {'A':>8s} {'B':>8s} {'A - B':>8s} "
+             f"{'± se':>6s} {'unpaired':>8s}"]
+    for r in res["settings"]:
+        lines.append(f"{r['red_agent']:16s} {r['steps']:5d} {r['n']:6d} {r['mean_a']:8.2f} "
+                     f"{r['mean_b']:8.2f} {r['diff']:+8.2f} {r['diff_se']:6.2f} "
+                     f"{r['unpaired_se']:8.2f}")
+    lines.append(f"total of the {len(res['settings'])} differences: {res['total_diff']:+.2f} "
+                 f"± {res['total_diff_ci95']:.2f} (95 %, paired; unpaired ± "
+                 f"{res['unpaired_total_ci95']:.2f})")
     return "\n".join(lines)

@@ -203,6 +203,11 @@ def _add_viewer(sub):
     episode_flags(p)
     from wfrl.config_eval import PlanSettings
     _add_settings(p, (PlanSettings,))
+    c = sub.add_parser("compare", help="paired differences of two policies scored on the same "
+                                       "episodes (two eval --cage2 --episodes-out files)")
+    c.add_argument("a", metavar="A.jsonl")
+    c.add_argument("b", metavar="B.jsonl")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
     r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
                                       "posterior and feasibility, a replay of its best policy")
     r.add_argument("run_dir", metavar="RUN_DIR")
@@ -222,6 +227,13 @@ def _cmd_replay(a) -> int:
                           plan=(plan.plan_budget(), plan.plan_red) if plan.plan else None)
     write_page(a.html, replay_html(data))
     print(f"wrote {a.html}: {len(data['steps'])} steps, return {data['return']:.1f}")
+    return 0
+
+
+def _cmd_compare(a) -> int:
+    from wfrl.cage2_eval import compare_episodes, format_comparison
+    res = compare_episodes(a.a, a.b)
+    print(json.dumps(res) if a.json else format_comparison(res))
     return 0
 
 
@@ -343,7 +355,7 @@ def _cmd_eval_cage2(a, given) -> int:
                              action_timeout=cfg.action_timeout,
                              episode_timeout=cfg.episode_timeout, on_setting=save,
                              agent_output=cfg.agent_output,
-                             attribute=cfg.attribute,
+                             attribute=cfg.attribute, episodes_out=cfg.episodes_out,
                              plan=(cfg.plan_budget(), cfg.plan_red) if cfg.plan else None,
                              progress=None if a.json else (lambda line: print(
                                  line, file=sys.stderr, flush=True)))
@@ -492,7 +504,8 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         commands = {"train": _cmd_train, "exhaustive": _cmd_exhaustive, "eval": _cmd_eval, "parity": _cmd_parity,
-                    "bench": _cmd_bench, "replay": _cmd_replay, "report": _cmd_report}
+                    "bench": _cmd_bench, "replay": _cmd_replay, "report": _cmd_report,
+                    "compare": _cmd_compare}
         return commands[args.command](args)
     except OSError as exc:
         if exc.errno not in _DISK_ERRNOS or args is None:

@@ -120,6 +120,10 @@ class Cage2EvalConfig(PlanSettings):
     out: str | None = setting(None, metavar="FILE")
     """Also write the result as JSON to FILE, rewritten after every finished setting (a failed
     evaluation leaves its finished settings there, "complete": false)."""
+    episodes_out: str | None = setting(None, metavar="FILE")
+    """Also write one JSON line per episode to FILE (setting, episode, env seed, return, fixes,
+    compliance, actions), each setting's lines added as it finishes: `wfrl compare` pairs two
+    such files episode by episode."""
     attribute: bool = False
     """Also split each setting's mean return by host and cause (privileged red sessions,
     Restores, Op_Server0's impact), on the same episodes (the simulator then plays step by step:
@@ -129,7 +133,8 @@ class Cage2EvalConfig(PlanSettings):
         has_ck = self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander
         if self.agent and has_ck:
             raise UserError("--agent and --checkpoint exclude each other")
-        for flag, path in (("--out", self.out), ("--agent-output", self.agent_output)):
+        for flag, path in (("--out", self.out), ("--agent-output", self.agent_output),
+                           ("--episodes-out", self.episodes_out)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise UserError(f"{flag} {path}: its directory does not exist")
         if self.agent_output and not self.agent:

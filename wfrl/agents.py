@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl.attribution import CostRecorder
+from wfrl.attribution import ActionRecorder, CostRecorder
 from wfrl.errors import UserError
 
 ACTION_SPACE = 145
@@ -208,7 +208,6 @@ def _worker(spec, conn, clock, out=None, workflow=None):
             if msg is None:
                 return
             tid, (k, backend_name, red, steps, seed, first, n, workflow, *more) = msg
-            from wfrl.cage2_eval import ActionRecorder
             costs = CostRecorder() if more and more[0] else None
             actions = ActionRecorder(costs) if len(more) > 1 and more[1] else None
             backend = make_backend(backend_name, red, seed=seed)

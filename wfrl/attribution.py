@@ -71,6 +71,25 @@ class CostRecorder:
         return np.array(self._rows).reshape(len(self._rows), N_COLUMNS)
 
 
+class ActionRecorder:
+    """Each episode's actions (an observer as in wfrl.collect.rollout.run_episodes), passing every
+    call on to `then` (another observer) if given."""
+
+    def __init__(self, then=None):
+        self.then, self.episodes, self._now = then, [], []
+
+    def step(self, action, reward, red_access_after) -> None:
+        self._now.append(int(action))
+        if self.then is not None:
+            self.then.step(action, reward, red_access_after)
+
+    def end_episode(self) -> None:
+        self.episodes.append(self._now)
+        self._now = []
+        if self.then is not None:
+            self.then.end_episode()
+
+
 def summarise(costs: np.ndarray) -> dict:
     """The JSON-ready breakdown of per-episode cost vectors [n, N_COLUMNS]: the mean per episode
     of every (host, cause) with its standard error, and the totals per cause."""

@@ -104,32 +104,13 @@ class _Task:
 SEARCH_COUNTERS = ("decisions", "switches", "timeouts", "observed", "fallbacks")
 
 
-class ActionRecorder:
-    """Each episode's actions (an observer as in wfrl.collect.rollout.run_episodes), passing every
-    call on to `then` (another observer) if given."""
-
-    def __init__(self, then=None):
-        self.then, self.episodes, self._now = then, [], []
-
-    def step(self, action, reward, red_access_after) -> None:
-        self._now.append(int(action))
-        if self.then is not None:
-            self.then.step(action, reward, red_access_after)
-
-    def end_episode(self) -> None:
-        self.episodes.append(self._now)
-        self._now = []
-        if self.then is not None:
-            self.then.end_episode()
-
-
 def _run_task(task: _Task):
     """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
     per-decision times in ms (empty without --plan), the episodes' cost vectors
     [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, the search's counters
     SEARCH_COUNTERS (zeros without --plan), and each episode's actions with `actions`, else
     None). An agent's task (wfrl.agents) returns the same, never searching."""
-    from wfrl.attribution import CostRecorder
+    from wfrl.attribution import ActionRecorder, CostRecorder
     from wfrl.envs import make_backend
     from wfrl.evaluate import play, play_with_plan
     from wfrl.workflow import Workflow

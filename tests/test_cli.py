@@ -231,8 +231,8 @@ def test_search_defaults_follow_the_backend():
 
 @pytest.mark.slow
 def test_train_on_the_leaderboard_code_records_the_longer_base(tmp_path):
-    res = wfrl("train", "--backend", "sim:leaderboard", "--total-episodes", 40,
-               "--episodes-per-update", 20, "--out", tmp_path)
+    res = wfrl("train", "--backend", "sim:leaderboard", "--base", "pretrain",
+               "--total-episodes", 40, "--episodes-per-update", 20, "--out", tmp_path)
     assert res.returncode == 0, res.stderr
     cfg = json.loads((tmp_path / "experiment_config.json").read_text())
     assert cfg["pretrain_episodes"] == 120_000 and cfg["total_episodes"] == 40

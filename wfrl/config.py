@@ -425,7 +425,7 @@ class SearchConfig(_RunSettings):
     per update, so every visit starts from a policy that already defends and follows orders;
     the learner's schedules (--lr-final, --entropy-final) run over it and the visits train at
     their end values. 0 = none (the original system). 120,000 on the leaderboard's code."""
-    base: str = setting("pretrain", metavar="pretrain|auto|CHECKPOINT")
+    base: str = setting("auto", metavar="pretrain|auto|CHECKPOINT")
     """Where the visits start: pretrain (a base pretrained here, --pretrain-episodes), auto (the
     order-conditioned policy shipped for this CybORG code, pretrained:any_workflow or
     pretrained:any_workflow_leaderboard, when the search's backend code, λ, foothold rule and

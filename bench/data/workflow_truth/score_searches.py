@@ -11,7 +11,8 @@ runs), whether it is in the truth's top 5 or not distinguishable from the truth'
 predicted feasibility (P_Feasible ≥ 0.5, as the search reports it; beside it, with its
 workflows at θ counted followable: P_Feasible ≥ 1 − SURE_LEVEL) agrees with the truth's
 (mean compliance ≥ 0.95), whether its tie statement agrees with the truth's (both say the best
-has ties, or both say it has none), its wall time, and each compliant visit's measurement minus
+has ties, or both say it has none), how many workflows each calls distinguishable from its best beside the truth's count, its
+wall time, and each compliant visit's measurement minus
 the truth's mean for that workflow; and, to tell a weak base from a wrong model, the base's mean
 training reward over its last 10 updates and the mean compliance of the visits to workflows with
 user before enterprise.
@@ -68,6 +69,9 @@ def score_one(run: Path, analysis: dict, truth_means: np.ndarray) -> dict:
             "truth_ties": best["indistinguishable"],
             "tie_statement_agrees": (summary["indistinguishable_from_best"] > 0) ==
                                     (best["indistinguishable"] > 0),
+            "search_distinguishable": summary["predicted_feasible"] - 1
+            - summary["indistinguishable_from_best"],
+            "truth_distinguishable": best["followable"] - 1 - best["indistinguishable"],
             "visits": summary["visits"], "wall_time_s": summary["wall_time_s"],
             "visit_minus_truth_mean": round(float(np.mean(diffs)), 4) if diffs else None,
             "visit_minus_truth_sd": round(float(np.std(diffs, ddof=1)), 4)
@@ -124,6 +128,9 @@ def main(argv=None) -> int:
               "feasible_agreement_sure_95": sum(s["feasible_agreement_sure"] >= 0.95
                                                 for s in scores),
               "tie_statement_agrees": sum(s["tie_statement_agrees"] for s in scores),
+              "distinguishable_within_truth_plus_5": sum(
+                  s["search_distinguishable"] <= s["truth_distinguishable"] + 5 for s in scores),
+              "wall_s_max": max((s["wall_time_s"] for s in scores), default=None),
               "truth_sentence": analysis["sentence"], "truth_best": analysis["best"]["best"],
               "truth_runs": analysis["runs"], "scores": scores}
     print(json.dumps({k: v for k, v in result.items() if k != "scores"}, indent=1))

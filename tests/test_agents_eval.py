@@ -5,10 +5,12 @@ kept; the reference columns belong to the backend's CybORG code."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wfrl.cage2_eval import cage2_evaluate, format_table
 from wfrl.cli import main
+from wfrl.errors import UserError
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
 SHIPPED = "pretrained:critical_first"
@@ -215,3 +217,47 @@ def test_a_factory_with_a_workflow_parameter_gets_the_evaluations_workflow():
     assert compliance["critical_first"] > 0.95
     # a factory without the parameter is built as before
     assert type(make_agent(f"{AGENTS}:restorer", "reverse")).__name__ != "WorkflowFollower"
+
+
+def _official_loop(agent, red, episodes=2, steps=30):
+    """CAGE2's evaluation.py loop for one red, its calls as it makes them: the mean return. (The
+    installed CybORG's ChallengeWrapper returns (observation, info) from reset and five values
+    from step; the challenge's code returned the observation and four: the loop takes the
+    observation and reward from either.)"""
+    from wfrl.envs.cyborg import challenge_env
+    wrapped = challenge_env(red)
+
+    def first(out):
+        return out[0] if isinstance(out, tuple) else out
+    observation = first(wrapped.reset())
+    action_space = wrapped.get_action_space("Blue")
+    totals = []
+    for _ in range(episodes):
+        r = []
+        for _ in range(steps):
+            action = agent.get_action(observation, action_space)
+            assert 0 <= action < 145
+            out = wrapped.step(action)
+            observation = out[0]
+            r.append(out[1])
+        if hasattr(agent, "end_episode"):
+            agent.end_episode()
+        totals.append(sum(r))
+        observation = first(wrapped.reset())
+    return float(np.mean(totals))
+
+
+@pytest.mark.cyborg
+def test_cage2_evaluation_loop_runs_load_agent():
+    """wfrl.load_agent in CAGE2's own evaluation loop on the real CybORG (ChallengeWrapper's
+    reset, get_action_space and step; the agent's get_action and end_episode): its actions are
+    ints, and it defends (far better than an agent that never acts, on B_line-30)."""
+    import wfrl
+    from wfrl.agents import load_factory
+    sleeper = load_factory(f"{AGENTS}:sleeper")
+    agent = wfrl.load_agent(SHIPPED)
+    assert isinstance(agent.get_action(np.zeros(52, np.int64), 145), int)
+    assert _official_loop(agent, "SleepAgent") == 0.0
+    assert _official_loop(agent, "B_lineAgent") > _official_loop(sleeper(), "B_lineAgent") + 5
+    with pytest.raises(UserError, match="workflow"):
+        wfrl.load_agent("pretrained:any_workflow")

@@ -336,6 +336,37 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
         w.stop()
 
 
+class CheckpointAgent:
+    """A wfrl checkpoint (a file or pretrained:NAME) behind CAGE2's agent interface, played
+    greedily on the observations handed to it — what `wfrl.load_agent` returns, and what CAGE2's
+    own evaluation.py can run as its agent. `workflow` conditions an order-conditioned policy
+    (default: the checkpoint's own)."""
+
+    def __init__(self, checkpoint: str, workflow: str | None = None):
+        from wfrl._core import Actor
+        from wfrl.checkpoint import policy_of_checkpoint
+        from wfrl.collect.rollout import make_policy
+        from wfrl.workflow import N_HOSTS, Workflow
+        weights, net, self.workflow, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
+        self.actor = Actor(make_policy(weights, net, Workflow.parse(self.workflow), lam,
+                                       foothold, greedy=True))
+        self.actor.begin(0)
+        self._access = np.zeros(N_HOSTS, np.uint8)   # greedy actions do not depend on it
+
+    def get_action(self, observation, action_space=ACTION_SPACE) -> int:
+        return int(self.actor.act(np.asarray(observation, np.float32).reshape(-1),
+                                  self._access)[0])
+
+    def end_episode(self) -> None:
+        self.actor.begin(0)
+
+
+def load_agent(checkpoint: str, workflow: str | None = None) -> CheckpointAgent:
+    """`wfrl.load_agent("pretrained:critical_first")`: the checkpoint as a CAGE2 agent
+    (CheckpointAgent); a bad checkpoint or workflow raises wfrl.errors.UserError in one line."""
+    return CheckpointAgent(checkpoint, workflow)
+
+
 class WorkflowFollower:
     """The non-learning defender that follows a workflow by hand, from the observation alone:
     each step it Restores the host of the highest-priority unit type that the observation shows

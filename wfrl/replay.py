@@ -37,28 +37,6 @@ def blue_action_name(a: int) -> str:
     return f"{name} {HOSTS[a - base]}"
 
 
-class _CheckpointAgent:
-    """A checkpoint's greedy policy behind the agent interface (greedy actions do not depend on
-    red's access, which an agent is not given)."""
-
-    def __init__(self, path: str, workflow: str | None):
-        from wfrl._core import Actor
-        from wfrl.cage2_eval import policy_of_checkpoint
-        from wfrl.collect.rollout import make_policy
-        from wfrl.workflow import Workflow
-        weights, net, self.workflow, lam, foothold = policy_of_checkpoint(path, workflow)
-        self.actor = Actor(make_policy(weights, net, Workflow.parse(self.workflow), lam, foothold,
-                                       greedy=True))
-        self.actor.begin(0)
-        self._none = np.zeros(len(HOSTS), np.uint8)
-
-    def get_action(self, observation, action_space):
-        return self.actor.act(np.asarray(observation, np.float32), self._none)[0]
-
-    def end_episode(self):
-        self.actor.begin(0)
-
-
 class _PlanningAgent:
     """A checkpoint's greedy policy improved by decision-time search (wfrl.plan) behind the agent
     interface; each episode's planner streams are keyed by its number within the replay."""
@@ -88,7 +66,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
     (seed, episode)) of a checkpoint or an agent, step by step (see the module docstring).
     plan: (wfrl.plan.PlanBudget, plan red) to play the checkpoint's greedy policy improved by
     decision-time search."""
-    from wfrl.agents import make_agent, play_episodes
+    from wfrl.agents import CheckpointAgent, make_agent, play_episodes
     from wfrl.envs import make_backend
     from wfrl.envs.base import check_backend, check_red_agent
     from wfrl.workflow import Workflow, fix_target, is_compliant
@@ -104,7 +82,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         player = _PlanningAgent(checkpoint, workflow, backend, red_agent, plan)
         workflow, who = player.workflow, f"checkpoint {checkpoint} with decision-time search"
     elif checkpoint is not None:
-        player = _CheckpointAgent(checkpoint, workflow)
+        player = CheckpointAgent(checkpoint, workflow)
         workflow, who = player.workflow, f"checkpoint {checkpoint}"
     else:
         player, who = make_agent(agent, workflow), f"agent {agent}"

@@ -21,7 +21,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from wfrl import _core
+import wfrl._core as _core
 from wfrl.envs.base import N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS, check_red_agent
 from wfrl.errors import UserError
 

@@ -350,6 +350,9 @@ class _RunSettings(Settings):
     """Run directory for config, logs and checkpoints."""
     force: bool = False
     """Replace a run already in --out (its files are replaced)."""
+    tensorboard: str | None = setting(None, metavar="DIR")
+    """Also write the training curves as TensorBoard event files to DIR (`tensorboard --logdir
+    DIR`; needs the tensorboard package, the [tensorboard] extra)."""
     ray_address: str | None = setting(None, check=_ray_address, metavar="HOST:PORT")
     """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
     overlap: bool = True

@@ -161,6 +161,51 @@ class CsvLog:
             raise RecordWriteError(self.path, exc) from None
 
 
+# training_log.csv columns → TensorBoard tags, under the names SB3 and CleanRL users read
+# (charts/, losses/); wfrl's own quantities under wfrl/.
+TB_TAGS = {"Env_Reward": "charts/episodic_return", "Policy_Loss": "losses/policy_loss",
+           "Value_Loss": "losses/value_loss", "Entropy": "losses/entropy",
+           "Approx_KL": "losses/approx_kl", "Compliance": "wfrl/compliance",
+           "Alignment_Bonus": "wfrl/alignment_bonus", "Avg_Fixes": "wfrl/fixes_per_episode",
+           "Workflow_ID": "wfrl/workflow_id"}
+TB_STATS = {"clip_frac": "losses/clipfrac", "explained_variance": "losses/explained_variance",
+            "learning_rate": "charts/learning_rate"}
+
+
+class TensorBoardLog:
+    """Training curves as TensorBoard event files (torch.utils.tensorboard's writer), beside
+    training_log.csv: per update, at the global step (environment steps so far), every TB_TAGS
+    column of the log row, the learner's TB_STATS, charts/SPS (environment steps per second of
+    wall time) and whatever else `extra` names (the search: its visits)."""
+
+    def __init__(self, logdir):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise UserError("--tensorboard needs the tensorboard package: pip install "
+                            "'wfrl[tensorboard]' (or pip install tensorboard)") from None
+        try:
+            self.writer = SummaryWriter(log_dir=str(logdir))
+        except OSError as exc:
+            raise UserError(f"--tensorboard {logdir}: cannot write there ({exc.strerror})") \
+                from None
+
+    def update(self, row: dict, stats: dict, step: int, sps: float, extra=None) -> None:
+        add = self.writer.add_scalar
+        for col, tag in TB_TAGS.items():
+            add(tag, float(row[col]), step)
+        for key, tag in TB_STATS.items():
+            if key in stats:
+                add(tag, float(stats[key]), step)
+        add("charts/SPS", float(sps), step)
+        for tag, value in (extra or {}).items():
+            add(tag, float(value), step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:
     """A whole CSV at once: readers see the old file or the new one, never a part."""
     buf = io.StringIO()
@@ -168,6 +213,23 @@ def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:
     w.writeheader()
     w.writerows(rows)
     _atomic_write_bytes(Path(path), buf.getvalue().encode())
+
+
+def truncate_csv(path: Path, columns: list[str], rows: int) -> None:
+    """Keep the header and the first `rows` data rows (drop rows of an uncommitted update)."""
+    if not path.exists():
+        if rows:
+            raise UserError(f"cannot resume: {path.name} is missing")
+        CsvLog(path, columns)
+        return
+    data = read_csv(path)
+    if len(data) < rows:
+        raise UserError(f"cannot resume: {path.name} has {len(data)} rows, the state expects {rows}")
+    if len(data) == rows:
+        return
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    _atomic_write_bytes(Path(path), b"\n".join(lines[:rows + 1]) + b"\n")
 
 
 def read_csv(path) -> list[dict]:

@@ -12,13 +12,13 @@ from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
 from wfrl.config import TrainConfig
-from wfrl.envs import make_backend
+from wfrl.envs import EP_LEN, make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import CsvLog, RunDir, locked_dir, save_checkpoint, write_json
+from wfrl.runlog import CsvLog, RunDir, TensorBoardLog, locked_dir, save_checkpoint, write_json
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -81,7 +81,20 @@ def train(cfg: TrainConfig, progress=None) -> dict:
     check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
     start = initial_weights(cfg)   # a bad --init-from fails before the run directory is touched
     with locked_dir(cfg.out, "training run"):
-        return _train(cfg, progress, start)
+        tb = TensorBoardLog(cfg.tensorboard) if cfg.tensorboard else None
+        try:
+            return _train(cfg, progress, start, tb)
+        finally:
+            if tb is not None:
+                tb.close()
+
+
+def eta(episodes_left: int, rate: float) -> str:
+    """The time the budget's remaining episodes take at `rate` episodes/s, as 1h02m, 3m05s, 42s
+    (an upper bound for a run that may stop early on compliance)."""
+    s = int(round(episodes_left / rate)) if rate > 0 else 0
+    h, m = divmod(s // 60, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
 
 
 def initial_weights(cfg: TrainConfig) -> dict | None:
@@ -101,7 +114,7 @@ def initial_weights(cfg: TrainConfig) -> dict | None:
     return ck["model"]
 
 
-def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
+def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> dict:
     wf = cfg.parsed_workflow()
     run = RunDir(cfg.out, cfg.force)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
@@ -168,10 +181,13 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None) -> dict:
                                      red_agent=cfg.red_agent, config=cfg.to_dict())
             save_checkpoint(run.file("checkpoint.pt"), payload)
             elapsed = time.perf_counter() - started
+            if tb is not None:
+                tb.update(row, ustats, episodes * EP_LEN, episodes * EP_LEN / elapsed)
             progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
                      f"{episodes / elapsed:7.2f} eps/s (collect {n / t_collect:.2f}) | "
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
-                     f"compliance {compliance:.3f}")
+                     f"compliance {compliance:.3f} | "
+                     f"ETA {eta(cfg.total_episodes - episodes, episodes / elapsed)}")
             if keeper is not None and keeper.due(before, episodes):
                 steps.settle()   # the evaluation's episodes never interleave with a batch's
                 ev = keeper.evaluate(learner, episodes, update, payload)

@@ -44,6 +44,17 @@ COMPILED_FAST = _core.compiled_step_fast()
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
+
+def batch_stats(batch, lr: float) -> dict:
+    """What an update reports beside its minibatch means: the learning rate it stepped with and
+    the explained variance of the batch's returns by the values it was collected with,
+    1 − Var(returns − values) / Var(returns) (NaN for returns without variance)."""
+    ret = np.asarray(batch.returns, np.float64)
+    var = float(ret.var()) if ret.size else 0.0
+    ev = (1.0 - float(np.var(ret - np.asarray(batch.values, np.float64))) / var
+          if var > 0 else float("nan"))
+    return {"learning_rate": lr, "explained_variance": ev}
+
 _CRITIC_THREAD = None
 
 
@@ -106,17 +117,18 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         cfg.decoupled the update then uses the decoupled objective (see proximal_weights). The
         reference path (reference=True) is ordinary PPO only and refuses a stale batch then.
         prepared: this batch's Prepared (made ahead by preparer()), used where it fits."""
+        lr = float(self.opt.param_groups[0]["lr"])
         if self.reference:
             if stale and self.cfg.decoupled:
                 raise ValueError("the reference update has no decoupled objective for a stale batch")
-            return self.update_reference(batch)
+            return {**self.update_reference(batch), **batch_stats(batch, lr)}
         # Python's cycle collector would otherwise run every few hundred tensor allocations and
         # walk every object torch created at import (5-10 % of an update); what an update leaves
         # behind holds no cycles, reference counting frees it.
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._update(batch, between, stale, prepared)
+            return {**self._update(batch, between, stale, prepared), **batch_stats(batch, lr)}
         finally:
             self._steps = None     # (they hold this update's tensors; made again by the next)
             if enabled:

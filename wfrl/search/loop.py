@@ -36,15 +36,15 @@ from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
 from wfrl.config import SearchConfig
-from wfrl.envs import make_backend
+from wfrl.envs import EP_LEN, make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
                            batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
                            log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.runlog import (CsvLog, RunDir, _atomic_write_bytes, load_checkpoint, locked_dir,
-                         read_csv, save_checkpoint, write_csv_atomic, write_json)
+from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, load_checkpoint, locked_dir,
+                         save_checkpoint, truncate_csv, write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
@@ -58,23 +58,6 @@ GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Me
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
               "Total_Episodes_Sampled", "Lineage_Episodes", "P_Feasible"]
-
-
-def _truncate_csv(path: Path, columns: list[str], rows: int) -> None:
-    """Keep the header and the first `rows` data rows (drop rows of an uncommitted update)."""
-    if not path.exists():
-        if rows:
-            raise UserError(f"cannot resume: {path.name} is missing")
-        CsvLog(path, columns)
-        return
-    data = read_csv(path)
-    if len(data) < rows:
-        raise UserError(f"cannot resume: {path.name} has {len(data)} rows, the state expects {rows}")
-    if len(data) == rows:
-        return
-    with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
-    _atomic_write_bytes(path, b"\n".join(lines[:rows + 1]) + b"\n")
 
 
 def fit_observations(model: PermutationGP, obs: list[dict], detrend: bool) -> PermutationGP:
@@ -111,6 +94,7 @@ class WorkflowSearch:
             self._start_new()
         (self.run / "checkpoints").mkdir(exist_ok=True)
         self.train_log = CsvLog(self.run / "training_log.csv", LOG_COLUMNS, fresh=False)
+        self.curves = TensorBoardLog(cfg.tensorboard) if cfg.tensorboard else None
         self.gp_log = CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS, fresh=False)
         cfg = self.cfg
         self.opt = (WorkflowOptimizer.from_state(self.state.optimizer) if self.state.optimizer
@@ -141,8 +125,8 @@ class WorkflowSearch:
         if state.finished:
             raise UserError(f"nothing to resume: the search in {self.run} has finished")
         make_backend(self.cfg.backend, self.cfg.red_agent, seed=self.cfg.seed).close()
-        _truncate_csv(self.run / "training_log.csv", LOG_COLUMNS, state.training_log_rows)
-        _truncate_csv(self.run / "gp_sampling_log.csv", GP_COLUMNS, state.gp_log_rows)
+        truncate_csv(self.run / "training_log.csv", LOG_COLUMNS, state.training_log_rows)
+        truncate_csv(self.run / "gp_sampling_log.csv", GP_COLUMNS, state.gp_log_rows)
         mid_pretraining = not state.pretraining.done and state.pretraining.episodes > 0
         if (state.active is not None or mid_pretraining) and learner_state is None:
             raise UserError(f"cannot resume: {state_path} lacks the learner of the active visit")
@@ -198,6 +182,8 @@ class WorkflowSearch:
             for backend in self._eval_backends.values():
                 backend.close()
             self._eval_backends.clear()
+            if self.curves is not None:
+                self.curves.close()
         self._writer.flush()
         return self._close()
 
@@ -294,8 +280,7 @@ class WorkflowSearch:
                               state.episodes_used, eps, ustats, t_collect, t_update,
                               behaviour_version(eps), phase="pretrain",
                               first_fix=self.steps.first_fix)
-                self.train_log.append(row)
-                state.training_log_rows += 1
+                self._log_update(row, ustats)
                 self.progress(f"  pretraining | update {pretraining.updates:3d} | "
                               f"{self._rate():6.1f} eps/s | "
                               f"reward {row['Env_Reward']:8.2f} ± {row['Env_Reward_SE']:5.2f} | "
@@ -405,8 +390,7 @@ class WorkflowSearch:
         row = log_row(wf, visit.updates, visit.episodes, state.episodes_used, eps, ustats,
                       t_collect, t_update, behaviour_version(eps), phase="visit",
                       first_fix=self.steps.first_fix)
-        self.train_log.append(row)
-        state.training_log_rows += 1
+        self._log_update(row, ustats)
         # A visit's compliance is the mean of its last `compliance_window` updates: one update
         # crossing θ by noise does not make a workflow feasible.
         visit.recent_compliance.append(row["Compliance"])
@@ -424,6 +408,14 @@ class WorkflowSearch:
                       f" ± {row['Env_Reward_SE']:5.2f} | compliance {compliance:.3f} | "
                       f"budget left {left}")
         return self._stop_rule(visit.episodes, compliance, visit.updates_since_best, left)
+
+    def _log_update(self, row: dict, ustats: dict) -> None:
+        """One update's training_log.csv row (and, with --tensorboard, its curves)."""
+        self.train_log.append(row)
+        self.state.training_log_rows += 1
+        if self.curves is not None:
+            self.curves.update(row, ustats, self.state.episodes_used * EP_LEN,
+                               self._rate() * EP_LEN, {"search/visits": len(self.state.visits)})
 
     def _stop_rule(self, episodes: int, compliance: float, updates_since_best: int,
                    left: int) -> str | None:

@@ -14,6 +14,8 @@ import os
 import sys
 import threading
 
+from wfrl import one_thread_by_default, quiet_openmp
+
 
 def _leave(code: int) -> None:
     threading._shutdown()     # what Python's exit does first: thread pools told to stop, joined
@@ -24,41 +26,6 @@ def _leave(code: int) -> None:
         except Exception:  # a closed pipe: nothing more can be said on it
             pass
     os._exit(code)
-
-
-SPIN_COUNT = "10000"
-
-
-def quiet_openmp(environ) -> None:
-    """GOMP_SPINCOUNT=10000 for this process and its workers, unless the user set it or an
-    OMP_WAIT_POLICY. How long an idle OpenMP thread spins before it sleeps: 300,000 turns of
-    `pause` by default. It matters where torch's OpenMP pool has more than one thread (the
-    user's OMP_NUM_THREADS, --learner-threads N): with two in a default run, the pool worked only
-    for the orthogonal initialisation of each visit's new learner (MKL's QR), and then its idle
-    thread spun for 3.2 of the first 50 s (0.2 s with this setting), CPU taken from the
-    collectors and the learner. 10,000 turns (well under a millisecond) still hand back-to-back
-    operations of a multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s
-    comparison paths over without a sleep: their rates are unchanged (docs/learner.md), where
-    OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
-    sleeps, never what a computation gives (the same training log). Must run before torch is
-    imported: OpenMP reads it once, when it loads."""
-    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
-        return
-    environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-
-
-def one_thread_by_default(environ) -> None:
-    """OMP_NUM_THREADS=1 for this process and its workers unless the user set it. A run's
-    results depend on the thread count of every pool that sums for it (torch's and OpenBLAS's,
-    sized from the cores when unset). The learner sets its own count around each update, but
-    other work runs on those pools as they are: each new learner's orthogonal initialisation,
-    work on other threads (the collect-ahead thread builds the next update's batch), the
-    feasibility model's linear algebra. Left to the machine, the same seed and settings give
-    other numbers on a machine with another core count (docs/learner.md, "Threads").
-    One thread is what the default run uses anyway: the learner sets its own count for each
-    update (--learner-threads), and the collectors' workers play one episode at a time. Must
-    run before numpy and torch are imported: both read it once, when they load."""
-    environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def stop_on_sigterm() -> None:

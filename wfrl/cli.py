@@ -266,53 +266,11 @@ def _names(cls, exclude=("ppo",)):
     return [f.name for f in dataclasses.fields(cls) if f.name not in exclude]
 
 
-RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
 
 
 def _cmd_train(a) -> int:
-    from wfrl.config import (DEFAULT_PRESET, PPOConfig, SearchConfig, TrainConfig,
-                             preset_settings)
-    search_names, train_names = _names(SearchConfig), _names(TrainConfig)
-    given = _given(a, dict.fromkeys(search_names + train_names))
-    ppo_given = _given(a, _names(PPOConfig))
-    if a.resume is not None:
-        if a.ppo_preset is not None:
-            raise UserError("--resume continues with the run's stored settings; --ppo-preset "
-                            "cannot be changed")
-        fixed = [k for k in list(given) + list(ppo_given) if k not in RUNTIME_ONLY]
-        if fixed:
-            raise UserError(f"--resume continues with the run's stored settings; {flag_name(fixed[0])}"
-                            f" cannot be changed (only {', '.join(map(flag_name, RUNTIME_ONLY))})")
-        from wfrl.search.loop import search
-        from wfrl.search.state import resume_config
-        search(resume_config(a.resume, _given(a, RUNTIME_ONLY)), resume=True)
-        return 0
-    run_preset, ppo_preset = preset_settings(a.ppo_preset or DEFAULT_PRESET)
-    ppo = PPOConfig(**{**ppo_preset, **ppo_given})
-    if a.workflow is not None:
-        bad = [k for k in given if k not in train_names]
-        if bad:
-            raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
-                            "with --workflow")
-        cfg = TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
-        from wfrl.train import train
-        train(cfg)
-        return 0
-    bad = [k for k in given if k not in search_names]
-    if bad:
-        raise UserError(f"{flag_name(bad[0])} applies to single-workflow training (--workflow)")
-    if (a.ppo_preset or DEFAULT_PRESET) == "recipe":
-        # the search's base is trained like the ground truth's conditioned policy: the schedules
-        # run over the pretraining, no first-fix bonus (unless flags say otherwise)
-        from wfrl.config import RECIPE_SCHEDULE
-        ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
-    cfg = SearchConfig(**given, ppo=ppo).validate()   # bad input refused before torch loads
-    from wfrl.search.bases import search_defaults
-    from wfrl.search.loop import search
-    fill, note = search_defaults(cfg.backend, given, cfg)
-    if fill:
-        cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
-    search(cfg, note=note)
+    from wfrl.train import train_run, train_setting_names
+    train_run({n: getattr(a, n) for n in train_setting_names() if getattr(a, n, None) is not None})
     return 0
 
 

@@ -30,7 +30,7 @@ def gae_reference(rewards, values, dones, lengths, last_values, gamma, lam):
 
 def gae(rewards, values, dones, lengths, last_values, gamma, lam):
     """Compiled GAE; same contract and result as gae_reference."""
-    from wfrl import _core
+    import wfrl._core as _core
     n, T = rewards.shape
     adv = np.zeros((n, T), dtype=np.float32)
     ret = np.zeros((n, T), dtype=np.float32)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from wfrl import _core
+import wfrl._core as _core
 from wfrl.features import MASKED_LOGIT
 
 

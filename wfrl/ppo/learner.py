@@ -27,7 +27,7 @@ import gc
 import numpy as np
 import torch
 
-from wfrl import _core
+import wfrl._core as _core
 from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
 from wfrl.envs.base import N_ACTIONS
 from wfrl.features import MASKED_LOGIT  # noqa: F401  (where tests and tools import it from)

@@ -27,7 +27,8 @@ from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import CsvLog, RunDir, TensorBoardLog, locked_dir, save_checkpoint, write_json
+from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, locked_dir, read_csv, save_checkpoint,
+                         truncate_csv, write_json)
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -41,11 +42,12 @@ class BestKeeper:
     them while none has). Written to eval_log.csv (one row per evaluation) and best.pt; every
     evaluated policy is kept as evals/ep_NNNNNNNN.pt (weights, no optimiser state)."""
 
-    def __init__(self, cfg: TrainConfig, run, wf, net):
+    def __init__(self, cfg: TrainConfig, run, wf, net, fresh: bool = True):
         from wfrl.envs import make_backend
         self.cfg, self.run, self.wf, self.net = cfg, run, wf, net
         self.backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
-        self.log = CsvLog(run.file("eval_log.csv"), EVAL_COLUMNS)
+        self.log = CsvLog(run.file("eval_log.csv"), EVAL_COLUMNS, fresh=fresh)
+        self.rows = len(read_csv(run.file("eval_log.csv")))
         self.best = None  # (feasible, reward) of the best evaluation
         self.best_row = None
 
@@ -75,27 +77,45 @@ class BestKeeper:
         save_checkpoint(snap / f"ep_{episodes:08d}.pt",
                         {k: v for k, v in payload.items() if k not in ("optimizer", "rng")})
         self.log.append(row)
+        self.rows += 1
         return row
 
     def close(self):
         self.backend.close()
 
 
-def train(cfg: TrainConfig, progress=None) -> dict:
+def train(cfg: TrainConfig, progress=None, resume: bool = False) -> dict:
     """Run training as configured; returns the summary that is also written to summary.json.
-    The run directory is locked for the whole run (one process per run directory)."""
+    The run directory is locked for the whole run (one process per run directory). resume:
+    continue the run in cfg.out from its last committed update (its checkpoint.pt), exactly as
+    the uninterrupted run would have gone on."""
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
     check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
-    start = initial_weights(cfg)   # a bad --init-from fails before the run directory is touched
-    with locked_dir(cfg.out, "training run"):
+    start = None if resume else initial_weights(cfg)   # a bad --init-from fails before the
+    with locked_dir(cfg.out, "training run"):            # run directory is touched
+        committed = committed_update(cfg.out) if resume else None
         tb = TensorBoardLog(cfg.tensorboard) if cfg.tensorboard else None
         try:
-            return _train(cfg, progress, start, tb)
+            return _train(cfg, progress, start, tb, committed, resume)
         finally:
             if tb is not None:
                 tb.close()
+
+
+def _resume_state(steps, update: int, episodes: int, keeper) -> dict:
+    """The loop's counters in checkpoint.pt, and with overlap the weights the batch collected
+    ahead plays with (a resumed run collects that batch with them: the same batch)."""
+    import torch
+    ahead = steps.behaviour
+    return {"update": update, "episodes": episodes,
+            "eval_rows": keeper.rows if keeper is not None else 0,
+            "best": list(keeper.best) if keeper is not None and keeper.best else None,
+            "best_row": keeper.best_row if keeper is not None else None,
+            "behaviour": None if ahead is None else {
+                "weights": torch.from_numpy(np.array(ahead[0], copy=True)),
+                "version": int(ahead[1])}}
 
 
 def eta(episodes_left: int, rate: float) -> str:
@@ -123,15 +143,42 @@ def initial_weights(cfg: TrainConfig) -> dict | None:
     return ck["model"]
 
 
-def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> dict:
+def committed_update(out) -> dict | None:
+    """The last committed update of a single-workflow run in `out` (checkpoint.pt: the learner
+    and the loop's counters), or None when it was stopped before its first; one-line UserError
+    for a finished run or a damaged checkpoint."""
+    from wfrl.runlog import load_checkpoint
+    run = Path(out)
+    if (run / "summary.json").exists():
+        raise UserError(f"cannot resume: the run in {out} is finished (summary.json)")
+    if not (run / "checkpoint.pt").exists():
+        return None
+    ck = load_checkpoint(run / "checkpoint.pt")
+    if not isinstance(ck.get("resume"), dict):
+        raise UserError(f"cannot resume: {run / 'checkpoint.pt'} holds no resume state (a run of "
+                        "an older wfrl)")
+    return ck
+
+
+def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
+           committed: dict | None = None, resume: bool = False) -> dict:
     wf = cfg.parsed_workflow()
-    run = RunDir(cfg.out, cfg.force)
+    resuming = committed is not None    # (resume before the first commit: from the start)
+    run = RunDir(cfg.out, cfg.force or resume)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
-    write_json(run.file("experiment_config.json"), {**cfg.to_dict(), "wfrl_version": __version__})
+    if not resuming:
+        write_json(run.file("experiment_config.json"),
+                   {**cfg.to_dict(), "wfrl_version": __version__})
 
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     if start is not None:
         learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh
+    saved = committed["resume"] if resuming else {}
+    if resuming:
+        learner.load_state(committed)
+        truncate_csv(run.file("training_log.csv"), LOG_COLUMNS, saved["update"])
+        if cfg.eval_every > 0:
+            truncate_csv(run.file("eval_log.csv"), EVAL_COLUMNS, saved["eval_rows"])
     net = cfg.ppo.net()
     per_update = cfg.episodes_per_update
     def alignment(episode: int) -> float:
@@ -144,20 +191,33 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> di
                            ray_address=cfg.ray_address)
         return c, LearnerSteps(c, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
 
-    collector, steps = open_collector(alignment(0))
+    episodes, update, stop = saved.get("episodes", 0), saved.get("update", 0), "budget"
+    env_r, compliance = saved.get("env_reward"), saved.get("compliance")
+    collector, steps = open_collector(alignment(episodes))
     row_cond = np.tile(wf.onehot(), (per_update, 1))
-    log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS)
-    keeper = BestKeeper(cfg, run, wf, net) if cfg.eval_every > 0 else None
+    log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS, fresh=not resuming)
+    keeper = BestKeeper(cfg, run, wf, net, fresh=not resuming) if cfg.eval_every > 0 else None
+    if keeper is not None and saved.get("best"):
+        keeper.best, keeper.best_row = tuple(saved["best"]), saved["best_row"]
+    behaviour = saved.get("behaviour")
+    behaviour = None if behaviour is None else (behaviour["weights"].numpy(),
+                                                int(behaviour["version"]))
+    if resuming:
+        progress(f"resuming {run.path} after update {update} ({episodes} of "
+                 f"{cfg.total_episodes} episodes)")
+    elif resume:
+        progress(f"resuming {run.path}: no update was committed, starting from the beginning")
 
     def compliant(episodes: int, compliance: float) -> bool:
         """Training stops early: θ reached after --min-episodes (and the warm-up)."""
         return (episodes >= max(cfg.min_episodes, cfg.warmup)
                 and compliance >= cfg.compliance_threshold)
 
-    episodes, update, stop = 0, 0, "budget"
-    started = time.perf_counter()
+    started, episodes_at_start = time.perf_counter(), episodes
     try:
-        while episodes < cfg.total_episodes:
+        if saved.get("stop"):
+            stop = saved["stop"]      # stopped by compliance at its last commit: it is done
+        while episodes < cfg.total_episodes and not saved.get("stop"):
             n = min(per_update, cfg.total_episodes - episodes)
             learner.set_progress(episodes / cfg.total_episodes)
 
@@ -177,7 +237,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> di
                 collector, steps = open_collector(alignment(episodes))
 
             eps, ustats, t_collect, t_update = steps.step(learner, wf, row_cond, episodes, n,
-                                                          then=then)
+                                                          then=then, behaviour=behaviour)
+            behaviour = None
             before, episodes = episodes, episodes + n
             update += 1
             row = log_row(wf, update, episodes, episodes, eps, ustats, t_collect, t_update,
@@ -188,21 +249,28 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> di
             align, compliance = row["Alignment_Bonus"], row["Compliance"]
             payload = policy_payload(learner, cfg.ppo, str(wf), wf.index, episodes=episodes,
                                      red_agent=cfg.red_agent, config=cfg.to_dict())
-            save_checkpoint(run.file("checkpoint.pt"), payload)
             elapsed = time.perf_counter() - started
+            rate = (episodes - episodes_at_start) / elapsed
             if tb is not None:
-                tb.update(row, ustats, episodes * EP_LEN, episodes * EP_LEN / elapsed)
+                tb.update(row, ustats, episodes * EP_LEN, rate * EP_LEN)
             progress(f"update {update:4d} | episodes {episodes}/{cfg.total_episodes} | "
-                     f"{episodes / elapsed:7.2f} eps/s (collect {n / t_collect:.2f}) | "
+                     f"{rate:7.2f} eps/s (collect {n / t_collect:.2f}) | "
                      f"reward {env_r:8.2f} ± {env_se:.2f} | alignment {align:+.3f} | "
                      f"compliance {compliance:.3f} | "
-                     f"ETA {eta(cfg.total_episodes - episodes, episodes / elapsed)}")
+                     f"ETA {eta(cfg.total_episodes - episodes, rate)}")
             if keeper is not None and keeper.due(before, episodes):
                 steps.settle()   # the evaluation's episodes never interleave with a batch's
                 ev = keeper.evaluate(learner, episodes, update, payload)
                 progress(f"evaluation at {episodes} episodes (greedy, {cfg.eval_episodes} reserved "
                          f"episodes): reward {ev['Reward']:.2f} ± {ev['Reward_SE']:.2f}, "
                          f"compliance {ev['Compliance']:.3f}{' — best so far' if ev['Best'] else ''}")
+            # the commit point: the learner and the counters a resume continues from (written
+            # after the update's log row and evaluation, which a resume cuts back to it)
+            save_checkpoint(run.file("checkpoint.pt"),
+                            {**payload, "resume": {
+                                **_resume_state(steps, update, episodes, keeper),
+                                "env_reward": env_r, "compliance": compliance,
+                                "stop": "compliance" if compliant(episodes, compliance) else None}})
             if compliant(episodes, compliance):
                 stop = "compliance"
                 break
@@ -220,7 +288,7 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None) -> di
     summary = {"workflow": str(wf), "workflow_id": wf.index, "updates": update,
                "episodes": episodes, "stop_reason": stop, "final_env_reward": env_r,
                "final_compliance": compliance, "wall_time_s": round(wall, 3),
-               "episodes_per_s": round(episodes / wall, 3)}
+               "episodes_per_s": round((episodes - episodes_at_start) / wall, 3)}
     if keeper is not None and keeper.best_row is not None:
         summary["best_eval"] = keeper.best_row
     if cfg.ppo.target_kl > 0:
@@ -271,10 +339,13 @@ def train_run(settings: dict) -> dict:
         if fixed:
             raise UserError(f"--resume continues with the run's stored settings; {flag_name(fixed[0])}"
                             f" cannot be changed (only {', '.join(map(flag_name, RUNTIME_ONLY))})")
+        runtime = {k: given[k] for k in RUNTIME_ONLY if k in given}
+        single = single_run_config(resume, runtime)
+        if single is not None:
+            return train(single, resume=True)
         from wfrl.search.loop import search
         from wfrl.search.state import resume_config
-        return search(resume_config(resume, {k: given[k] for k in RUNTIME_ONLY if k in given}),
-                      resume=True)
+        return search(resume_config(resume, runtime), resume=True)
     run_preset, ppo_preset = preset_settings(preset or DEFAULT_PRESET)
     ppo = PPOConfig(**{**ppo_preset, **ppo_given})
     if workflow is not None:
@@ -283,7 +354,6 @@ def train_run(settings: dict) -> dict:
             raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
                             "with --workflow")
         cfg = TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
-        from wfrl.train import train
         return train(cfg)
     bad = [k for k in given if k not in search_names]
     if bad:
@@ -300,6 +370,22 @@ def train_run(settings: dict) -> dict:
     if fill:
         cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
     return search(cfg, note=note)
+
+
+def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:
+    """The stored settings of the single-workflow run in run_dir (with runtime-only overrides),
+    or None when run_dir is not one (a search, or no run: the search's resume says which)."""
+    import json
+    path = Path(run_dir) / "experiment_config.json"
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or d.get("mode") == "search" or not d.get("workflow"):
+        return None
+    d = {k: v for k, v in d.items() if k not in ("wfrl_version", "workflow_order", "workflow_id")}
+    d.update(out=os.fspath(run_dir), **overrides)
+    return TrainConfig.from_dict(d, f"{path}")
 
 
 def train_api(settings: dict) -> dict:

@@ -444,7 +444,7 @@ def _cmd_bench(a) -> int:
 
 def _after_write_failure(a) -> str:
     """What continues a run that stopped because a record could not be written."""
-    if a.command == "train" and (a.resume is not None or a.workflow is None):
+    if a.command == "train":   # a search or a single run: both resume
         from wfrl.config import SearchConfig
         run = a.resume or getattr(a, "out", None) or SearchConfig.out
         return f"then `wfrl train --resume {run}` continues the run"

@@ -161,6 +161,14 @@ class CsvLog:
             raise RecordWriteError(self.path, exc) from None
 
 
+def eta(episodes_left: int, rate: float) -> str:
+    """The time the budget's remaining episodes take at `rate` episodes/s, as 1h02m, 3m05s, 42s
+    (an upper bound for a run that may stop early on compliance)."""
+    s = int(round(episodes_left / rate)) if rate > 0 else 0
+    h, m = divmod(s // 60, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
+
+
 # training_log.csv columns → TensorBoard tags, under the names SB3 and CleanRL users read
 # (charts/, losses/); wfrl's own quantities under wfrl/.
 TB_TAGS = {"Env_Reward": "charts/episodic_return", "Policy_Loss": "losses/policy_loss",

@@ -27,8 +27,8 @@ from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, locked_dir, read_csv, save_checkpoint,
-                         truncate_csv, write_json)
+from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, read_csv,
+                         save_checkpoint, truncate_csv, write_json)
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -116,14 +116,6 @@ def _resume_state(steps, update: int, episodes: int, keeper) -> dict:
             "behaviour": None if ahead is None else {
                 "weights": torch.from_numpy(np.array(ahead[0], copy=True)),
                 "version": int(ahead[1])}}
-
-
-def eta(episodes_left: int, rate: float) -> str:
-    """The time the budget's remaining episodes take at `rate` episodes/s, as 1h02m, 3m05s, 42s
-    (an upper bound for a run that may stop early on compliance)."""
-    s = int(round(episodes_left / rate)) if rate > 0 else 0
-    h, m = divmod(s // 60, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s % 60:02d}s" if m else f"{s}s"
 
 
 def initial_weights(cfg: TrainConfig) -> dict | None:

@@ -43,7 +43,7 @@ from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
                            batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
                            log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, load_checkpoint, locked_dir,
+from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, load_checkpoint, locked_dir,
                          save_checkpoint, truncate_csv, write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
@@ -243,6 +243,10 @@ class WorkflowSearch:
         return ((self.state.episodes_used - self._episodes_at_start)
                 / max(time.perf_counter() - self._t0, 1e-9))
 
+    def _eta(self) -> str:
+        """ETA of the budget left at this session's rate (visit evaluations and fits aside)."""
+        return f"ETA {eta(self.cfg.total_episodes - self.state.episodes_used, self._rate())}"
+
     # ---------------------------------------------------------------- step 1: pretrain
     def _pretrain(self, learner):
         """Pretraining phase (resumable per update); returns None once the base is saved. Its
@@ -285,7 +289,7 @@ class WorkflowSearch:
                               f"{self._rate():6.1f} eps/s | "
                               f"reward {row['Env_Reward']:8.2f} ± {row['Env_Reward_SE']:5.2f} | "
                               f"compliance {row['Compliance']:.3f} | budget left "
-                              f"{cfg.total_episodes - state.episodes_used}")
+                              f"{cfg.total_episodes - state.episodes_used} | {self._eta()}")
                 self._commit(learner)
         self._match_collector()   # (a warm-up as long as the pretraining ends here)
         if total > 0:
@@ -406,7 +410,7 @@ class WorkflowSearch:
         self.progress(f"  {wf.arrow()} | update {visit.updates:3d} | "
                       f"{self._rate():6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
                       f" ± {row['Env_Reward_SE']:5.2f} | compliance {compliance:.3f} | "
-                      f"budget left {left}")
+                      f"budget left {left} | {self._eta()}")
         return self._stop_rule(visit.episodes, compliance, visit.updates_since_best, left)
 
     def _log_update(self, row: dict, ustats: dict) -> None:

@@ -107,10 +107,24 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path, capsys):
     cage2_evaluate({"all": SHIPPED}, episodes=2, lengths=(30,), episodes_out=a)
     cage2_evaluate({"all": SHIPPED}, episodes=2, lengths=(30,), seed=154, episodes_out=b)
     c.write_text(a.read_text().splitlines()[0] + "\n{not json\n")
+    d, e = tmp_path / "d.jsonl", tmp_path / "e.jsonl.gz"
+    first = json.loads(a.read_text().splitlines()[0])
+    d.write_text(json.dumps({k: v for k, v in first.items() if k != "backend"}) + "\n")
+    e.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
     cases = [([str(a), str(b)], "played on different env seeds"),
              ([str(a), str(c)], "c.jsonl, line 2: not an episode record"),
+             ([str(a), str(d)], "d.jsonl, line 1: not an episode record"),
+             ([str(a), str(e)], "not a text file"),
              ([str(a), str(tmp_path / "none.jsonl")], "cannot read it")]
     for argv, says in cases:
         assert main(["compare", *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and says in err[0], err
+
+
+def test_episodes_out_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    (tmp_path / "adir").mkdir()
+    rc = main(["eval", "--cage2", "--checkpoint", SHIPPED, "--episodes", "1",
+               "--episodes-out", str(tmp_path / "adir")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "adir" in err[0], err

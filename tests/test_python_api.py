@@ -48,6 +48,29 @@ def test_python_api_gives_the_commands_log(tmp_path, kind):
         assert res["checkpoint"].endswith("checkpoint.pt")
 
 
+def test_python_api_puts_the_thread_settings_back(tmp_path, monkeypatch):
+    import torch
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    seen = {}
+    from wfrl import train as train_module
+    real = train_module.train
+
+    def spy(cfg, *a, **kw):
+        seen.update(omp=os.environ.get("OMP_NUM_THREADS"), torch=torch.get_num_threads())
+        return real(cfg, *a, **kw)
+    monkeypatch.setattr(train_module, "train", spy)
+    try:
+        wfrl.train(workflow="critical_first", total_episodes=10, out=str(tmp_path / "r"))
+        assert seen == {"omp": "1", "torch": 1}          # the command's rule while it runs
+        assert "OMP_NUM_THREADS" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+        assert torch.get_num_threads() == 2              # and everything put back
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_python_api_refuses_bad_settings(tmp_path):
     with pytest.raises(UserError, match="no setting 'bogus'"):
         wfrl.train(bogus=1)

@@ -72,7 +72,7 @@ def make_agent(spec: str, workflow: str | None = None):
     evaluation's --workflow (when there is one), so one factory can follow any order."""
     factory = load_factory(spec)
     if workflow is not None and _takes_workflow(factory):
-        agent = _call(spec, "building the agent", factory, workflow)
+        agent = _call(spec, "building the agent", lambda: factory(workflow=workflow))
     else:
         agent = _call(spec, "building the agent", factory)
     if not callable(getattr(agent, "get_action", None)):
@@ -348,6 +348,9 @@ class CheckpointAgent:
         from wfrl.collect.rollout import make_policy
         from wfrl.workflow import N_HOSTS, Workflow
         weights, net, self.workflow, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
+        if net.truth_input:
+            raise UserError(f"{checkpoint} is a full-information policy (--truth-input): it needs "
+                            "red's true access, which a CAGE2 agent is never given")
         self.actor = Actor(make_policy(weights, net, Workflow.parse(self.workflow), lam,
                                        foothold, greedy=True))
         self.actor.begin(0)

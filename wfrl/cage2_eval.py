@@ -222,7 +222,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     left = {k: sum(1 for kk, _ in tasks if kk == k) for k in range(len(settings))}
     rows: dict[int, dict] = {}
     if episodes_out is not None:
-        open(episodes_out, "w").close()
+        _append_lines(episodes_out, [], mode="w")
 
     def result(complete: bool) -> dict:
         return _result(head, [rows[k] for k in sorted(rows)], complete)
@@ -305,12 +305,17 @@ def episode_records(head: dict, red: str, steps: int, seed: int, parts, source: 
     return lines
 
 
-def _append_lines(path, lines: list) -> None:
+def _append_lines(path, lines: list, mode: str = "a") -> None:
     import json
-    with open(path, "a") as f:
-        f.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
-        f.flush()
-        os.fsync(f.fileno())
+
+    from wfrl.errors import RecordWriteError
+    try:
+        with open(path, mode) as f:
+            f.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise RecordWriteError(path, exc) from None
 
 
 def _row(red, steps, parts, backend, source, is_agent) -> dict:
@@ -394,14 +399,23 @@ def read_episodes(path) -> list[dict]:
     episode record)."""
     import json
     try:
-        text = open(path).read().splitlines()
+        with open(path, encoding="utf-8") as f:
+            text = f.read().splitlines()
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file of wfrl eval --cage2 --episodes-out") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror})") from None
     out = []
     for i, line in enumerate(text, 1):
         try:
             rec = json.loads(line)
-            rec["red_agent"], rec["steps"], rec["episode"], rec["env_seed"], rec["return"]
+            ok = (isinstance(rec["backend"], str) and isinstance(rec["red_agent"], str)
+                  and all(isinstance(rec[k], int) and not isinstance(rec[k], bool)
+                          for k in ("steps", "episode", "env_seed"))
+                  and isinstance(rec["return"], (int, float))
+                  and not isinstance(rec["return"], bool))
+            if not ok:
+                raise TypeError
         except (ValueError, KeyError, TypeError):
             raise UserError(f"{path}, line {i}: not an episode record of wfrl eval --cage2 "
                             "--episodes-out") from None

@@ -186,17 +186,26 @@ class TensorBoardLog:
     column of the log row, the learner's TB_STATS, charts/SPS (environment steps per second of
     wall time) and whatever else `extra` names (the search: its visits)."""
 
-    def __init__(self, logdir):
+    def __init__(self, logdir, purge_step: int | None = None):
+        """purge_step: just past a resumed run's last committed global step; points at or past
+        it (of an update the run redoes) are dropped from the events already written."""
+        SummaryWriter = self.check()
+        try:
+            self.writer = SummaryWriter(log_dir=str(logdir), purge_step=purge_step)
+        except OSError as exc:
+            raise UserError(f"--tensorboard {logdir}: cannot write there ({exc.strerror})") \
+                from None
+
+    @staticmethod
+    def check():
+        """torch's SummaryWriter, or a one-line UserError when the tensorboard package is
+        missing."""
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             raise UserError("--tensorboard needs the tensorboard package: pip install "
                             "'wfrl[tensorboard]' (or pip install tensorboard)") from None
-        try:
-            self.writer = SummaryWriter(log_dir=str(logdir))
-        except OSError as exc:
-            raise UserError(f"--tensorboard {logdir}: cannot write there ({exc.strerror})") \
-                from None
+        return SummaryWriter
 
     def update(self, row: dict, stats: dict, step: int, sps: float, extra=None) -> None:
         add = self.writer.add_scalar

@@ -93,10 +93,14 @@ def train(cfg: TrainConfig, progress=None, resume: bool = False) -> dict:
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
     check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
-    start = None if resume else initial_weights(cfg)   # a bad --init-from fails before the
-    with locked_dir(cfg.out, "training run"):            # run directory is touched
-        committed = committed_update(cfg.out) if resume else None
-        tb = TensorBoardLog(cfg.tensorboard) if cfg.tensorboard else None
+    committed = committed_update(cfg.out) if resume else None
+    # a bad --init-from fails before the run directory is touched (a resume before its first
+    # commit starts again from the same weights)
+    start = initial_weights(cfg) if committed is None else None
+    with locked_dir(cfg.out, "training run"):
+        committed = committed_update(cfg.out) if resume else None   # (now under the lock)
+        purge = committed["resume"]["episodes"] * EP_LEN + 1 if committed else None
+        tb = TensorBoardLog(cfg.tensorboard, purge) if cfg.tensorboard else None
         try:
             return _train(cfg, progress, start, tb, committed, resume)
         finally:
@@ -292,7 +296,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
 
 
 # ------------------------------------------------------------------ the command, from Python
-RUNTIME_ONLY = ("collector", "n_workers", "ray_address")  # may change on --resume
+# may change on --resume (how the run is collected and watched, not what it computes)
+RUNTIME_ONLY = ("collector", "n_workers", "ray_address", "tensorboard")
 
 
 def _fields(cls) -> list[str]:
@@ -318,6 +323,8 @@ def train_run(settings: dict) -> dict:
     if unknown:
         raise UserError(f"wfrl train has no setting {unknown[0]!r} ({flag_name(unknown[0])})")
     settings = {k: v for k, v in settings.items() if v is not None}
+    if settings.get("tensorboard"):
+        TensorBoardLog.check()     # a missing package is said before any file is written
     preset, resume = settings.pop("ppo_preset", None), settings.pop("resume", None)
     workflow = settings.get("workflow")
     search_names, train_names = _fields(SearchConfig), _fields(TrainConfig)
@@ -389,7 +396,8 @@ def train_api(settings: dict) -> dict:
         summary = train_run(settings)
     from wfrl.config import SearchConfig
     out = Path(settings.get("resume") or settings.get("out") or SearchConfig.out)
-    if settings.get("workflow") is not None:
+    if settings.get("workflow") is not None or (settings.get("resume") and
+                                                 single_run_config(out, {}) is not None):
         best = out / "best.pt"
         ck = best if best.exists() else out / "checkpoint.pt"
     else:
@@ -410,7 +418,11 @@ def command_threads():
     from wfrl import one_thread_by_default, quiet_openmp
     quiet_openmp(os.environ)
     one_thread_by_default(os.environ)
-    n = int(os.environ["OMP_NUM_THREADS"])
+    try:   # (OpenMP also takes a list per nesting level, "4,2": the outer count counts here)
+        n = max(1, int(os.environ["OMP_NUM_THREADS"].split(",")[0]))
+    except ValueError:
+        raise UserError(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']!r} is not a thread "
+                        "count") from None
     import torch
     before = torch.get_num_threads()
     try:

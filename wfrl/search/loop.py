@@ -25,6 +25,7 @@ log line duplicated or lost.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -94,7 +95,8 @@ class WorkflowSearch:
             self._start_new()
         (self.run / "checkpoints").mkdir(exist_ok=True)
         self.train_log = CsvLog(self.run / "training_log.csv", LOG_COLUMNS, fresh=False)
-        self.curves = TensorBoardLog(cfg.tensorboard) if cfg.tensorboard else None
+        self.curves = (TensorBoardLog(cfg.tensorboard, self.state.episodes_used * EP_LEN + 1
+                                      if resume else None) if cfg.tensorboard else None)
         self.gp_log = CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS, fresh=False)
         cfg = self.cfg
         self.opt = (WorkflowOptimizer.from_state(self.state.optimizer) if self.state.optimizer
@@ -682,6 +684,10 @@ def search(cfg: SearchConfig, resume: bool = False, progress=None, note: str | N
     from before the first file is read until the end (one process per run directory). note:
     a line said once the run has started (where its visits start from: wfrl.search.bases)."""
     cfg = cfg.validate()
+    if cfg.base == "auto":   # (resolved by wfrl.train.train_run; a config built by hand pretrains)
+        cfg = dataclasses.replace(cfg, base="pretrain")
+    if cfg.tensorboard:
+        TensorBoardLog.check()
     check_workers_fit(cfg.resolved_collector(), cfg.backend, cfg.n_workers, cfg.ray_address)
     if resume and not Path(cfg.out).is_dir():
         raise UserError(f"cannot resume: {cfg.out} is not a directory")

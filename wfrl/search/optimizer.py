@@ -432,7 +432,7 @@ class WorkflowOptimizer:
         # workflows worse, 27 of them never visited, where the ground truth separates 1 (the
         # default search from the shipped base, docs/search.md); and on 40 noisy visits with one
         # real effect it called equal workflows worse too (tests/test_optimizer.py).
-        measured = self.measured(reward)
+        measured = {w: m for w, m in self.measured(reward).items() if w in feasible}
         worse = measured_worse(measured, best, level)
         tied = [w for w, b in zip(feasible, beats)
                 if w != best and (b < level or w not in worse)]
@@ -443,9 +443,9 @@ class WorkflowOptimizer:
         if others == 0:
             sentence = f"{name} is the only workflow predicted feasible."
         elif len(tied) == others:
-            sentence = (f"No workflow is distinguishable from the best: {name} beats none of the "
-                        f"other {evaluated} evaluated workflows with {level:.0%} posterior "
-                        f"probability, and the other {others - evaluated} predicted-feasible "
+            sentence = (f"No workflow is distinguishable from the best: {name} is measured "
+                        f"worse than none of the other {evaluated} evaluated workflows at "
+                        f"{level:.0%}, and the other {others - evaluated} predicted-feasible "
                         f"ones were not measured (its own probability of being the best "
                         f"evaluated one: {p_best[best]:.2f}).")
         else:

@@ -23,7 +23,6 @@ from wfrl.collect.resources import check_workers_fit
 from wfrl.config import TrainConfig, flag_name
 from wfrl.envs import EP_LEN, make_backend
 from wfrl.errors import UserError
-from wfrl.ppo.learner import PPOLearner
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
@@ -166,6 +165,7 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
         write_json(run.file("experiment_config.json"),
                    {**cfg.to_dict(), "wfrl_version": __version__})
 
+    from wfrl.ppo.learner import PPOLearner    # (torch: not for a command refused on its input)
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     if start is not None:
         learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 import sys
 
-from wfrl.config import flag_name
+from wfrl.config import field_names, flag_name
 from wfrl.errors import RecordWriteError, UserError
 
 EXIT_USAGE = 2
@@ -219,7 +219,7 @@ def _add_viewer(sub):
 def _cmd_replay(a) -> int:
     from wfrl.config_eval import PlanSettings
     from wfrl.replay import record_episode, replay_html, write_page
-    plan = PlanSettings(**_given(a, _names(PlanSettings))).validate()
+    plan = PlanSettings(**_given(a, field_names(PlanSettings))).validate()
     if plan.plan and a.checkpoint is None:
         raise UserError("--plan searches around a checkpoint's policy: give --checkpoint")
     data = record_episode(a.backend, a.red_agent, a.seed, a.episode, a.steps,
@@ -261,9 +261,6 @@ def _given(a, names) -> dict:
     return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
 
 
-def _names(cls, exclude=("ppo",)):
-    import dataclasses
-    return [f.name for f in dataclasses.fields(cls) if f.name not in exclude]
 
 
 
@@ -278,13 +275,13 @@ def _cmd_exhaustive(a) -> int:
     from wfrl.config import DEFAULT_PRESET, ExhaustiveConfig, PPOConfig, preset_settings
     preset = a.ppo_preset or DEFAULT_PRESET
     run_preset, ppo_preset = preset_settings(preset)
-    given = _given(a, _names(ExhaustiveConfig))
+    given = _given(a, field_names(ExhaustiveConfig))
     if "episodes_per_update" not in given and preset == "recipe":
         given["episodes_per_update"] = run_preset["episodes_per_update"]
     if given.get("protocol") == "recipe":
         from wfrl.config import RECIPE_SCHEDULE
         ppo_preset = {**ppo_preset, **RECIPE_SCHEDULE}
-    ppo = PPOConfig(**{**ppo_preset, **_given(a, _names(PPOConfig))})
+    ppo = PPOConfig(**{**ppo_preset, **_given(a, field_names(PPOConfig))})
     cfg = ExhaustiveConfig(**given, ppo=ppo).validate()
     if cfg.protocol == "recipe":
         from wfrl.search.truth import truth
@@ -297,7 +294,7 @@ def _cmd_exhaustive(a) -> int:
 
 def _cmd_eval_cage2(a, given) -> int:
     from wfrl.config_eval import Cage2EvalConfig
-    bad = [k for k in given if k not in _names(Cage2EvalConfig)]
+    bad = [k for k in given if k not in field_names(Cage2EvalConfig)]
     if bad:
         raise UserError(f"{flag_name(bad[0])} does not apply with --cage2 (it plays every red)")
     cfg = Cage2EvalConfig(**given).validate()
@@ -331,10 +328,10 @@ def _cmd_eval_cage2(a, given) -> int:
 
 def _cmd_eval(a) -> int:
     from wfrl.config_eval import Cage2EvalConfig, EvalConfig
-    given = _given(a, dict.fromkeys(_names(EvalConfig) + _names(Cage2EvalConfig)))
+    given = _given(a, dict.fromkeys(field_names(EvalConfig) + field_names(Cage2EvalConfig)))
     if a.cage2:
         return _cmd_eval_cage2(a, given)
-    bad = [k for k in given if k not in _names(EvalConfig)]
+    bad = [k for k in given if k not in field_names(EvalConfig)]
     if bad:
         raise UserError(f"{flag_name(bad[0])} goes with --cage2")
     cfg = EvalConfig(**given).validate()
@@ -364,7 +361,7 @@ def _cmd_eval(a) -> int:
 
 def _cmd_parity(a) -> int:
     from wfrl.config_tools import ParityConfig
-    cfg = ParityConfig(**_given(a, _names(ParityConfig))).validate()
+    cfg = ParityConfig(**_given(a, field_names(ParityConfig))).validate()
     from wfrl.parity import parity
     res = parity(cfg.red_agent, cfg.blue, cfg.episodes,
                  cfg.sim_episodes or max(cfg.episodes, 3000), cfg.seed)
@@ -384,7 +381,7 @@ def _cmd_parity(a) -> int:
 
 def _cmd_bench_search(a) -> int:
     from wfrl.config_tools import BenchSearchConfig
-    cfg = BenchSearchConfig(**_given(a, _names(BenchSearchConfig))).validate()
+    cfg = BenchSearchConfig(**_given(a, field_names(BenchSearchConfig))).validate()
     from wfrl.search.planted import format_planted, run_planted
     res = run_planted(range(cfg.instances), range(cfg.seeds),
                       progress=None if a.json else (lambda line: print(line, flush=True)))
@@ -400,7 +397,7 @@ def _cmd_bench_search(a) -> int:
 
 def _cmd_bench_train(a) -> int:
     from wfrl.config_tools import BenchTrainConfig
-    cfg = BenchTrainConfig(**_given(a, _names(BenchTrainConfig))).validate()
+    cfg = BenchTrainConfig(**_given(a, field_names(BenchTrainConfig))).validate()
     from wfrl.benchmarks import bench_train
     say = None if a.json else (lambda line: print(line, flush=True))
     res = bench_train(cfg.episodes_per_update, cfg.batches, cfg.e2e_episodes, cfg.repeats,
@@ -416,7 +413,7 @@ def _cmd_bench(a) -> int:
     if a.what == "train":
         return _cmd_bench_train(a)
     from wfrl.config_tools import BenchCollectorsConfig
-    cfg = BenchCollectorsConfig(**_given(a, _names(BenchCollectorsConfig))).validate()
+    cfg = BenchCollectorsConfig(**_given(a, field_names(BenchCollectorsConfig))).validate()
     from wfrl.benchmarks import bench_collectors
     from wfrl.envs import make_backend
     from wfrl.envs.base import backend_engine

@@ -22,6 +22,11 @@ from wfrl.errors import UserError, check_choice
 # Declaring and checking settings
 
 
+def field_names(cls, exclude=("ppo",)) -> list[str]:
+    """The settings of a config class as its command's flags name them (nested PPO aside)."""
+    return [f.name for f in dataclasses.fields(cls) if f.name not in exclude]
+
+
 def flag_name(name: str) -> str:
     """The command-line flag of a setting: seed -> --seed, alignment_lambda -> --alignment-lambda."""
     return "--" + name.replace("_", "-")

@@ -20,7 +20,7 @@ import numpy as np
 from wfrl import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import TrainConfig, flag_name
+from wfrl.config import TrainConfig, field_names, flag_name
 from wfrl.envs import EP_LEN, make_backend
 from wfrl.errors import UserError
 from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
@@ -92,12 +92,13 @@ def train(cfg: TrainConfig, progress=None, resume: bool = False) -> dict:
     # the run records the collector `auto` stood for on this machine
     cfg = dataclasses.replace(cfg.validate(), collector=cfg.resolved_collector())
     check_workers_fit(cfg.collector, cfg.backend, cfg.n_workers, cfg.ray_address)
-    committed = committed_update(cfg.out) if resume else None
-    # a bad --init-from fails before the run directory is touched (a resume before its first
-    # commit starts again from the same weights)
-    start = initial_weights(cfg) if committed is None else None
+    # a bad --init-from fails before the run directory is touched; a resume reads its commit
+    # under the lock (before its first commit it starts again from the same weights)
+    start = None if resume else initial_weights(cfg)
     with locked_dir(cfg.out, "training run"):
-        committed = committed_update(cfg.out) if resume else None   # (now under the lock)
+        committed = committed_update(cfg.out) if resume else None
+        if resume and committed is None:
+            start = initial_weights(cfg)
         purge = committed["resume"]["episodes"] * EP_LEN + 1 if committed else None
         tb = TensorBoardLog(cfg.tensorboard, purge) if cfg.tensorboard else None
         try:
@@ -300,15 +301,12 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
 RUNTIME_ONLY = ("collector", "n_workers", "ray_address", "tensorboard")
 
 
-def _fields(cls) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.name != "ppo"]
-
-
 def train_setting_names() -> list[str]:
     """Every setting `wfrl train` takes (its flags without the dashes): the run's, PPO's,
     workflow, resume and ppo_preset."""
     from wfrl.config import PPOConfig, SearchConfig, TrainConfig
-    return list(dict.fromkeys(_fields(SearchConfig) + _fields(TrainConfig) + _fields(PPOConfig)
+    return list(dict.fromkeys(field_names(SearchConfig) + field_names(TrainConfig)
+                              + field_names(PPOConfig)
                               + ["workflow", "resume", "ppo_preset"]))
 
 
@@ -327,9 +325,9 @@ def train_run(settings: dict) -> dict:
         TensorBoardLog.check()     # a missing package is said before any file is written
     preset, resume = settings.pop("ppo_preset", None), settings.pop("resume", None)
     workflow = settings.get("workflow")
-    search_names, train_names = _fields(SearchConfig), _fields(TrainConfig)
+    search_names, train_names = field_names(SearchConfig), field_names(TrainConfig)
     given = {k: v for k, v in settings.items() if k in search_names or k in train_names}
-    ppo_given = {k: v for k, v in settings.items() if k in _fields(PPOConfig)}
+    ppo_given = {k: v for k, v in settings.items() if k in field_names(PPOConfig)}
     if resume is not None:
         if preset is not None:
             raise UserError("--resume continues with the run's stored settings; --ppo-preset "
@@ -391,7 +389,6 @@ def train_api(settings: dict) -> dict:
     """wfrl.train(): train_run under the command's thread rule (OMP_NUM_THREADS=1 unless set,
     for this process's pools while it runs and for the workers it starts, restored after), and
     where the run's policy is: {"run_dir", "checkpoint", "summary"}."""
-    summary = None
     with command_threads():
         summary = train_run(settings)
     from wfrl.config import SearchConfig

@@ -488,6 +488,88 @@ def memory_rows(const float[:, :, ::1] obs, const int32_t[:, ::1] actions,
     return (feats if memory else None), (allowed if mask else None)
 
 
+cdef class MemoryBatch:
+    """The compiled memory (csrc/wfrl_memory.h) of n episodes in progress, stepped together: the
+    memory and action-mask wrappers (wfrl.envs.memory_env) hold one. Per step: acted(actions)
+    with the actions just taken, then update(obs), which writes each episode's memory block into
+    `features` [n, MEM_DIM] and its allowed actions into `allowed` [n, 145] (1 = allowed), the
+    input and mask the rollout loop builds at that step. Reference: wfrl.features.MemoryTracker."""
+    cdef wfrl_memory *m
+    cdef object _storage, _keep
+    cdef readonly Py_ssize_t n
+    cdef readonly object features, allowed
+
+    def __cinit__(self, Py_ssize_t n):
+        _need(n > 0, "MemoryBatch needs at least one episode")
+        self.n = n
+        self._storage = np.zeros(n * sizeof(wfrl_memory) + 64, np.uint8)
+        self.m = <wfrl_memory *>_aligned(self._storage)
+        self.features = np.zeros((n, WFRL_MEM_DIM), np.float32)
+        self.allowed = np.ones((n, WFRL_N_ACTIONS), np.uint8)
+        cdef Py_ssize_t i
+        for i in range(n):
+            wfrl_memory_begin(&self.m[i])
+
+    cdef const uint8_t *_mask(self, mask, what) except? NULL:
+        if mask is None:
+            return NULL
+        cdef const uint8_t[::1] mv = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
+        _need(mv.shape[0] == self.n, f"MemoryBatch.{what}: mask must have {self.n} entries")
+        self._keep = mv
+        return &mv[0]
+
+    def begin(self, mask=None):
+        """Start new episodes: every one, or those where mask (bool [n])."""
+        cdef const uint8_t *mk = self._mask(mask, "begin")
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if mk == NULL or mk[i]:
+                wfrl_memory_begin(&self.m[i])
+
+    def acted(self, const int32_t[::1] actions):
+        """Record the action each episode just took (a negative one: none, e.g. an autoreset
+        step whose action the env ignored)."""
+        _need(actions.shape[0] == self.n, f"MemoryBatch.acted: actions must have shape ({self.n},)")
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            _need(actions[i] < WFRL_N_ACTIONS, f"MemoryBatch.acted: action {actions[i]} out of range")
+        with nogil:
+            for i in range(self.n):
+                if actions[i] >= 0:
+                    wfrl_memory_acted(&self.m[i], actions[i])
+
+    def update(self, const float[:, ::1] obs, mask=None):
+        """Account for each episode's new observation (obs [n, >= 52]: the first 52 floats are
+        CAGE2's) and write its memory block and mask into `features` / `allowed`; with mask (bool
+        [n]) only those episodes move."""
+        _need(obs.shape[0] == self.n and obs.shape[1] >= WFRL_OBS_DIM,
+              f"MemoryBatch.update: obs must be [{self.n}, >= {WFRL_OBS_DIM}]")
+        cdef const uint8_t *mk = self._mask(mask, "update")
+        cdef float[:, ::1] fv = self.features
+        cdef uint8_t[:, ::1] av = self.allowed
+        cdef Py_ssize_t i
+        with nogil:
+            for i in range(self.n):
+                if mk == NULL or mk[i]:
+                    wfrl_memory_update(&self.m[i], &obs[i, 0])
+                    wfrl_memory_features(&self.m[i], &fv[i, 0])
+                    wfrl_memory_mask(&self.m[i], &av[i, 0])
+
+    def peek(self, Py_ssize_t i, const float[::1] obs):
+        """Episode i's memory block and mask had it seen obs now, without keeping it (the last
+        observation of an episode that autoreset ended): (float32 [MEM_DIM], uint8 [145])."""
+        _need(0 <= i < self.n and obs.shape[0] >= WFRL_OBS_DIM, "MemoryBatch.peek: bad index/obs")
+        cdef wfrl_memory c = self.m[i]
+        f = np.empty(WFRL_MEM_DIM, np.float32)
+        a = np.empty(WFRL_N_ACTIONS, np.uint8)
+        cdef float[::1] fv = f
+        cdef uint8_t[::1] av = a
+        wfrl_memory_update(&c, &obs[0])
+        wfrl_memory_features(&c, &fv[0])
+        wfrl_memory_mask(&c, &av[0])
+        return f, a
+
+
 cdef extern from "wfrl_fastmath.h" nogil:
     float wfrl_exp_nonpos(float x)
     float wfrl_tanh(float x)
@@ -1023,6 +1105,7 @@ cdef extern from "wfrl_vec.h" nogil:
         wfrl_cage2 *envs
         int64_t n
         int mode
+        int32_t horizon
         const uint8_t *red_kind
         uint64_t *seed
         uint8_t *pending
@@ -1066,17 +1149,21 @@ def _action_index(action):
 
 cdef class Cage2Gym:
     """gymnasium's reset/step tuples for env 0 of a Cage2Sim (wfrl.envs.Cage2Env on the
-    simulator). An episode's observations and red-access rows are views of two blocks allocated
-    once at reset, so a step allocates no array of its own and no returned array is reused."""
+    simulator), truncated after `horizon` blue steps (1..100). An episode's observations and
+    red-access rows are views of two blocks allocated once at reset, so a step allocates no array
+    of its own and no returned array is reused."""
     cdef readonly Cage2Sim sim
+    cdef readonly int horizon
     cdef wfrl_cage2 *e
     cdef float[:, ::1] _obs
     cdef uint8_t[:, ::1] _ra
     cdef list _obs_rows, _ra_rows
     cdef bint _started
 
-    def __cinit__(self, Cage2Sim sim):
+    def __cinit__(self, Cage2Sim sim, int horizon=WFRL_EP_LEN):
+        _need(1 <= horizon <= WFRL_EP_LEN, f"horizon must lie in [1, {WFRL_EP_LEN}]")
         self.sim = sim
+        self.horizon = horizon
         self.e = &sim.envs[0]
         self._started = False
 
@@ -1099,7 +1186,7 @@ cdef class Cage2Gym:
         cdef int t = self.e.t
         if not self._started:
             raise RuntimeError("step() before reset(); call reset() first")
-        if t >= WFRL_EP_LEN:
+        if t >= self.horizon:
             raise RuntimeError("step() after the episode was truncated; call reset()")
         if type(action) is not int:
             action = _action_index(action)
@@ -1107,7 +1194,7 @@ cdef class Cage2Gym:
         if a < 0 or a >= WFRL_N_ACTIONS:
             raise ValueError(f"action {a} outside [0, {WFRL_N_ACTIONS})")
         cdef int r10 = wfrl_cage2_step(self.e, <int>a, &self._obs[t + 1, 0], &self._ra[t + 1, 0])
-        return (self._obs_rows[t + 1], r10 / 10.0, False, t + 1 >= WFRL_EP_LEN,
+        return (self._obs_rows[t + 1], r10 / 10.0, False, t + 1 >= self.horizon,
                 {"red_access": self._ra_rows[t + 1]})
 
 
@@ -1119,14 +1206,16 @@ cdef class Cage2Vec:
     final_red_access of the episodes that ended in the last step."""
     cdef wfrl_vec v
     cdef readonly Py_ssize_t n
-    cdef readonly int mode
+    cdef readonly int mode, horizon
     cdef readonly object obs, reward, terminated, truncated, red_access, final_obs, \
         final_red_access, seeds, red_kinds
     cdef object _storage, _pending, _term_u8, _trunc_u8
 
-    def __cinit__(self, const uint8_t[::1] red_kinds, int mode, const uint64_t[::1] seeds):
+    def __cinit__(self, const uint8_t[::1] red_kinds, int mode, const uint64_t[::1] seeds,
+                  int horizon=WFRL_EP_LEN):
         cdef Py_ssize_t n = red_kinds.shape[0], i
         _need(n > 0, "Cage2Vec needs at least one env")
+        _need(1 <= horizon <= WFRL_EP_LEN, f"horizon must lie in [1, {WFRL_EP_LEN}]")
         _need(seeds.shape[0] == n, "Cage2Vec: one seed per env")
         _need(mode in (WFRL_AUTORESET_NEXT_STEP, WFRL_AUTORESET_SAME_STEP, WFRL_AUTORESET_DISABLED),
               f"unknown autoreset mode {mode}")
@@ -1157,6 +1246,8 @@ cdef class Cage2Vec:
         self.v.envs = <wfrl_cage2 *>_aligned(self._storage)
         self.v.n = n
         self.v.mode = mode
+        self.v.horizon = horizon
+        self.horizon = horizon
         self.v.red_kind = &rk[0]
         self.v.seed = &sd[0]
         self.v.pending = &pend[0]

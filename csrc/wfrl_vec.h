@@ -1,7 +1,8 @@
 /* n compiled CAGE2 envs behind gymnasium's vector API, and the alignment reward of a batch of
  * steps for the workflow wrapper.
  *
- * wfrl_vec_step steps every env once, resets the envs whose episode ended as the autoreset mode
+ * wfrl_vec_step steps every env once (an episode is truncated after `horizon` steps: CAGE2 scores
+ * 30-, 50- and 100-step episodes, each the start of the same episode), resets the envs whose episode ended as the autoreset mode
  * says, and writes everything into the caller's arrays: one call per vector step, no Python per
  * env, no allocation. Each env keeps the seed of its next episode; a finished episode's successor
  * takes the seed wfrl_next_episode_seed derives from it, so env i of a vector env follows the same
@@ -34,6 +35,7 @@ typedef struct {
     wfrl_cage2 *envs;          /* [n] */
     int64_t n;
     int mode;                  /* WFRL_AUTORESET_* */
+    int32_t horizon;           /* blue steps per episode, 1..WFRL_EP_LEN (CAGE2's 30, 50, 100) */
     const uint8_t *red_kind;   /* [n] RED_* of each env (RED_MIXED: drawn per episode by seed) */
     uint64_t *seed;            /* [n] seed of each env's next episode */
     uint8_t *pending;          /* [n] NEXT_STEP: the env resets at its next step */
@@ -76,7 +78,7 @@ static inline int64_t wfrl_vec_check(const wfrl_vec *v, const int32_t *actions)
         if (actions[i] < 0 || actions[i] >= WFRL_N_ACTIONS) return i;
     if (v->mode == WFRL_AUTORESET_DISABLED)
         for (int64_t i = 0; i < v->n; ++i)
-            if (v->envs[i].t >= WFRL_EP_LEN) return v->n + i;
+            if (v->envs[i].t >= v->horizon) return v->n + i;
     return -1;
 }
 
@@ -102,7 +104,7 @@ static inline int64_t wfrl_vec_step(const wfrl_vec *v, const int32_t *actions)
         }
         const int r10 = wfrl_cage2_step(e, actions[i], obs, access);
         v->reward[i] = r10 / 10.0;
-        const int end = e->t >= WFRL_EP_LEN;
+        const int end = e->t >= v->horizon;
         v->truncated[i] = (uint8_t)end;
         if (!end) continue;
         ++ended;

@@ -3,6 +3,7 @@ Python reference (ComplianceTracker), and on the same episodes the wrappers repo
 per-step rewards, alignment and compliance as the compiled rollout loop the trainer collects
 with (SimSlots.run_episodes), for the single env and the vector env in every autoreset mode."""
 import gymnasium
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -221,7 +222,11 @@ def test_wrapper_bad_input_is_one_clear_error():
         VecWorkflowWrapper(envs.make_vec(2), 1.5)
     with pytest.raises(UserError, match="3 workflows for 2 envs"):
         VecWorkflowWrapper(envs.make_vec(2), ["balanced"] * 3)
-    with pytest.raises(UserError, match="Box observations"):
+    with pytest.raises(UserError, match="already conditioned on a workflow"):
         WorkflowWrapper(WorkflowWrapper(envs.make(), "balanced"), "balanced")
+    with pytest.raises(UserError, match="already conditioned on a workflow"):
+        VecWorkflowWrapper(VecWorkflowWrapper(envs.make_vec(2), "balanced"), "reverse")
+    with pytest.raises(UserError, match="Box observations"):
+        WorkflowWrapper(gym.make("CartPole-v1"), "balanced")
     with pytest.raises(UserError, match="outside"):
         VecWorkflowWrapper(envs.make_vec(2), "balanced").set_workflow(2, "reverse")

@@ -27,6 +27,8 @@ int main(int argc, char **argv)
         wfrl_vec v;
         v.n = n;
         v.mode = mode;
+        v.horizon = mode == WFRL_AUTORESET_NEXT_STEP ? 30 : mode == WFRL_AUTORESET_SAME_STEP ? 50
+                                                                                   : WFRL_EP_LEN;
         v.envs = malloc(n * sizeof(wfrl_cage2));
         uint8_t *kinds = malloc(n), *mask = malloc(n), *done = malloc(n), *foothold = malloc(n);
         uint8_t *rank = malloc(n * WFRL_N_UNIT_TYPES), *before = malloc(n * WFRL_N_HOSTS);
@@ -64,7 +66,7 @@ int main(int argc, char **argv)
             const int64_t why = wfrl_vec_check(&v, actions);
             if (mode == WFRL_AUTORESET_DISABLED && why >= n) {
                 for (long i = 0; i < n; ++i)
-                    mask[i] = (uint8_t)(v.envs[i].t >= WFRL_EP_LEN || wfrl_rng_below(&rng, 7) == 0);
+                    mask[i] = (uint8_t)(v.envs[i].t >= v.horizon || wfrl_rng_below(&rng, 7) == 0);
                 wfrl_vec_reset(&v, mask);
                 for (long i = 0; i < n; ++i)
                     if (mask[i]) fixes[i] = compliant[i] = 0;
@@ -89,7 +91,7 @@ int main(int argc, char **argv)
                 }
                 for (int h = 0; h < WFRL_N_HOSTS; ++h)
                     if (v.red_access[i * WFRL_N_HOSTS + h] > 2) return fail("red access", mode, t, i);
-                if (mode == WFRL_AUTORESET_SAME_STEP && v.envs[i].t >= WFRL_EP_LEN)
+                if (mode == WFRL_AUTORESET_SAME_STEP && v.envs[i].t >= v.horizon)
                     return fail("same-step env left finished", mode, t, i);
                 done[i] = v.truncated[i];
                 if (mask[i]) {  /* NEXT_STEP reset step: no action was played */

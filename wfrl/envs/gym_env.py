@@ -24,10 +24,23 @@ def action_index(action) -> int:
     return a
 
 
-class Cage2Env(gym.Env):
-    """CAGE2 blue: Box(0, 1, (52,), float32) observations, Discrete(145) actions, 100-step episodes.
+def check_max_steps(max_steps) -> int:
+    """An episode length in 1..100 (CAGE2 scores 30, 50 and 100), or a ValueError in one line."""
+    try:
+        n = operator.index(max_steps)
+    except TypeError:
+        raise ValueError(f"max_steps must be an integer in [1, {EP_LEN}], got {max_steps!r}") \
+            from None
+    if not 1 <= n <= EP_LEN:
+        raise ValueError(f"max_steps must lie in [1, {EP_LEN}] (CAGE2: 30, 50, 100), got {n}")
+    return n
 
-    The episode never terminates; it is truncated at step 100. info["red_access"] is a uint8[13]
+
+class Cage2Env(gym.Env):
+    """CAGE2 blue: Box(0, 1, (52,), float32) observations, Discrete(145) actions, 100-step episodes
+    (max_steps: 30 or 50 for CAGE2's shorter settings, any of 1..100).
+
+    The episode never terminates; it is truncated at step max_steps. info["red_access"] is a uint8[13]
     array of red's access per host after the step (0 none, 1 user, 2 privileged). Every returned
     array is the caller's: no later step writes into it.
 
@@ -39,7 +52,8 @@ class Cage2Env(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, backend):
+    def __init__(self, backend, max_steps: int = EP_LEN):
+        self.max_steps = check_max_steps(max_steps)
         self.backend = backend
         self.observation_space = spaces.Box(0.0, 1.0, (OBS_DIM,), dtype=np.float32)
         self.action_space = spaces.Discrete(N_ACTIONS)
@@ -47,7 +61,7 @@ class Cage2Env(gym.Env):
         self._fast = None
         if type(backend) is SimBackend:
             from wfrl._core import Cage2Gym
-            self._fast = Cage2Gym(backend.sim)
+            self._fast = Cage2Gym(backend.sim, self.max_steps)
             self.step = self._fast.step
 
     def reset(self, *, seed=None, options=None):
@@ -61,12 +75,12 @@ class Cage2Env(gym.Env):
         return obs, {"red_access": red_access}
 
     def step(self, action):
-        if self._t >= EP_LEN:
+        if self._t >= self.max_steps:
             raise RuntimeError("step() before reset(); call reset() first" if self._t > EP_LEN
                                else "step() after the episode was truncated; call reset()")
         obs, reward, red_access = self.backend.step(action_index(action))
         self._t += 1
-        return obs, reward, False, self._t >= EP_LEN, {"red_access": red_access}
+        return obs, reward, False, self._t >= self.max_steps, {"red_access": red_access}
 
     def close(self):
         self.backend.close()

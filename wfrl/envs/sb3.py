@@ -80,6 +80,10 @@ class SB3VecEnv(VecEnv):
         setattr(self.venv, attr_name, value)
 
     def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
+        if method_name == "action_masks" and hasattr(self.venv, "action_masks"):
+            # sb3-contrib's MaskablePPO: each env's mask (VecActionMaskWrapper outermost)
+            masks = self.venv.action_masks()
+            return [masks[i] for i in self._get_indices(indices)]
         raise NotImplementedError(f"SB3VecEnv: a gymnasium vector env has no per-env objects to "
                                   f"call {method_name!r} on")
 

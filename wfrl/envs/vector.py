@@ -22,7 +22,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import wfrl._core as _core
-from wfrl.envs.base import N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS, check_red_agent
+from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS, check_red_agent
+from wfrl.envs.gym_env import check_max_steps
 from wfrl.errors import UserError
 
 # wfrl._core's codes for gymnasium's modes (csrc/wfrl_vec.h)
@@ -80,8 +81,9 @@ class Cage2VectorEnv(VectorEnv):
 
     Spaces: observation Box(0, 1, (n, 52), float32), action MultiDiscrete([145] * n).
     step(actions int[n]) → obs float32 [n, 52], rewards float64 [n], terminations bool [n] (always
-    False: CAGE2 episodes only truncate, at step 100), truncations bool [n], infos with
-    "red_access" uint8 [n, 13] (and gymnasium's mask "_red_access").
+    False: CAGE2 episodes only truncate, at step max_steps: 100, or CAGE2's 30 or 50),
+    truncations bool [n], infos with "red_access" uint8 [n, 13] (and gymnasium's mask
+    "_red_access").
 
     autoreset_mode (metadata["autoreset_mode"]) is one of gymnasium's:
       NEXT_STEP (default): the step after an episode's last step resets that env (action ignored,
@@ -97,8 +99,9 @@ class Cage2VectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int, red_agent="B_lineAgent", seed: int | None = None,
                  autoreset_mode=AutoresetMode.NEXT_STEP, copy: bool = True,
-                 leaderboard: bool = False):
+                 leaderboard: bool = False, max_steps: int = EP_LEN):
         self.num_envs = check_num_envs(num_envs)
+        self.max_steps = check_max_steps(max_steps)
         self.red_agents = red_agents_per_env(red_agent, self.num_envs)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.copy = bool(copy)
@@ -111,7 +114,7 @@ class Cage2VectorEnv(VectorEnv):
         kinds = np.array([_core.red_kind_code(r, leaderboard) for r in self.red_agents],
                          dtype=np.uint8)
         self._core = _core.Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
-                              initial_seeds(seed, self.num_envs))
+                                    initial_seeds(seed, self.num_envs), self.max_steps)
         # copy=True: from this many envs on, fresh arrays are handed to each step to write into
         # instead of copying the results afterwards (measured: ~15 % faster at 4,096 envs, the
         # same at 1,024, slower below, where allocating five arrays costs more than the copy)

@@ -6,8 +6,9 @@ alignment term, the info the episode's compliance, by the rules of wfrl's own tr
 
 What the wrappers add, per step (wfrl.workflow has the rules; the compiled rollout loop,
 csrc/wfrl_rollout.h, applies them when wfrl trains):
-  * observation: the env's 52 bits followed by the workflow's 25-dim one-hot (Workflow.onehot), the
-    input of wfrl's policy network without the memory block;
+  * observation: the env's observation followed by the workflow's 25-dim one-hot
+    (Workflow.onehot); over wfrl.envs.memory_env.MemoryWrapper that is obs ⊕ memory block ⊕
+    one-hot, the input of wfrl's own policy network;
   * reward: the env's reward plus the alignment reward λ·Δ(compliance rate) of the step's action,
     judged against red's access when the action was chosen, plus −0.2·λ on the last step of an
     episode without any fix;
@@ -61,9 +62,24 @@ def _check_lambda(lam) -> float:
     return lam
 
 
-def _check_obs_space(space, shape, what):
-    if not isinstance(space, spaces.Box) or space.shape != shape:
-        raise UserError(f"{what} needs CAGE2's Box observations of shape {shape}, got {space}")
+def _check_not_conditioned(env, what):
+    """Refuse a second workflow wrapper (its alignment reward would be added twice)."""
+    for _ in range(64):
+        if isinstance(env, (WorkflowWrapper, VecWorkflowWrapper)):
+            raise UserError(f"{what}: the env is already conditioned on a workflow "
+                            f"({env.__class__.__name__} inside)")
+        env = getattr(env, "env", None)
+        if env is None:
+            return
+
+
+def _check_obs_space(space, what) -> int:
+    """The width d of a Box observation whose first 52 floats are CAGE2's (the bare env's, or one
+    that wfrl.envs.memory_env's wrappers extended)."""
+    if not isinstance(space, spaces.Box) or len(space.shape) != 1 or space.shape[0] < OBS_DIM:
+        raise UserError(f"{what} needs Box observations whose first {OBS_DIM} floats are CAGE2's, "
+                        f"got {space}")
+    return space.shape[0]
 
 
 def compliance_rate(fixes, compliant):
@@ -123,17 +139,18 @@ class _Tracker:
 
 class WorkflowWrapper(gym.Wrapper):
     """A single CAGE2 env (wfrl.envs.make, or gymnasium.make("wfrl/CAGE2-v0")) conditioned on one
-    workflow: observations Box(0, 1, (77,)), reward env + alignment, compliance in info (see the
+    workflow: observations Box(0, 1, (d + 25,)) (d = 52 on the bare env), reward env + alignment, compliance in info (see the
     module docstring). lam: the alignment weight λ (wfrl train's default 30); count_foothold:
     count red's User0 foothold as compromised (the original system's rule)."""
 
     def __init__(self, env, workflow, lam: float = DEFAULT_LAMBDA, count_foothold: bool = False):
         super().__init__(env)
-        _check_obs_space(env.observation_space, (OBS_DIM,), "WorkflowWrapper")
+        _check_not_conditioned(env, "WorkflowWrapper")
+        d = _check_obs_space(env.observation_space, "WorkflowWrapper")
         self.workflow = as_workflow(workflow)
         self.lam = _check_lambda(lam)
         self.count_foothold = bool(count_foothold)
-        self.observation_space = spaces.Box(0.0, 1.0, (OBS_DIM + COND_DIM,), dtype=np.float32)
+        self.observation_space = spaces.Box(0.0, 1.0, (d + COND_DIM,), dtype=np.float32)
         self._t = _Tracker([self.workflow], self.lam, self.count_foothold)
         self._cond = self._t.cond[0].copy()
         self._action = np.zeros(1, np.int32)
@@ -166,7 +183,7 @@ class WorkflowWrapper(gym.Wrapper):
 class VecWorkflowWrapper(VectorWrapper):
     """A CAGE2 VectorEnv (wfrl.envs.make_vec, gymnasium.make_vec("wfrl/CAGE2-v0", ...), or any
     gymnasium VectorEnv of CAGE2 envs) conditioned on workflows, one per env: observations
-    [n, 77], rewards env + alignment, compliance in infos as [n] arrays (see the module
+    [n, d + 25], rewards env + alignment, compliance in infos as [n] arrays (see the module
     docstring). Follows the env's autoreset mode: with NEXT_STEP the reset step scores nothing
     and starts the new episode's counts; with SAME_STEP the ended episode's statistics are in
     infos["final_info"]; with DISABLED an episode's counts restart at reset(options=
@@ -178,7 +195,8 @@ class VecWorkflowWrapper(VectorWrapper):
     def __init__(self, env, workflow, lam: float = DEFAULT_LAMBDA, count_foothold: bool = False):
         super().__init__(env)
         n = env.num_envs
-        _check_obs_space(env.single_observation_space, (OBS_DIM,), "VecWorkflowWrapper")
+        _check_not_conditioned(env, "VecWorkflowWrapper")
+        d = _check_obs_space(env.single_observation_space, "VecWorkflowWrapper")
         if isinstance(workflow, (list, tuple)):
             workflows = [as_workflow(w) for w in workflow]
             if len(workflows) != n:
@@ -189,8 +207,7 @@ class VecWorkflowWrapper(VectorWrapper):
         self.count_foothold = bool(count_foothold)
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
-        self.single_observation_space = spaces.Box(0.0, 1.0, (OBS_DIM + COND_DIM,),
-                                                   dtype=np.float32)
+        self.single_observation_space = spaces.Box(0.0, 1.0, (d + COND_DIM,), dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, n)
         self._t = _Tracker(workflows, self.lam, self.count_foothold)
         self._autoreset = np.zeros(n, np.bool_)

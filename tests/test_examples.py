@@ -39,6 +39,27 @@ def test_sb3_ppo_beats_the_random_policy(seed, one_thread, tmp_path, monkeypatch
 
 
 @pytest.mark.sb3
+def test_maskable_ppo_example_and_its_agent_in_the_cage2_loop(one_thread, tmp_path, monkeypatch):
+    pytest.importorskip("sb3_contrib")
+    ex = _load("sb3_ppo")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = tmp_path / "masked.zip"
+    out = ex.main(["--total-timesteps", "4096", "--mask", "--memory", "--workflow", "reverse",
+                   "--eval-episodes", "10", "--save", str(model)])
+    assert out["trained"]["return"] > out["random"]["return"]
+    monkeypatch.setenv(ex.MODEL_ENV, str(model))
+    from wfrl.cage2_eval import cage2_evaluate
+    res = cage2_evaluate(agent=f"{EXAMPLES / 'sb3_ppo.py'}:agent", backend="sim", episodes=3,
+                         workflow="reverse", n_workers=1)
+    assert len(res["settings"]) == 9 and res["complete"]
+    # the agent replays the model's own masked greedy choice on the same input
+    agent = ex.agent()
+    obs, _ = envs.make_memory(seed=1).reset()
+    a = agent.get_action(obs[:52].astype(np.int64), 145)
+    assert agent.settings["mask"] and agent._mem.allowed[0, a]
+
+
+@pytest.mark.sb3
 def test_sb3_ppo_verbose_logs_to_stdout_only(tmp_path, monkeypatch, capsys, one_thread):
     ex = _load("sb3_ppo")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -74,13 +95,24 @@ def test_sb3_adapter_contract():
     venv.close()
 
 
-def test_cleanrl_style_ppo_runs(one_thread):
+def test_cleanrl_style_ppo_runs(one_thread, tmp_path, monkeypatch):
     ex = _load("cleanrl_ppo")
+    monkeypatch.chdir(tmp_path)
     out = ex.main(["--total-timesteps", "1600", "--num-envs", "8", "--num-steps", "100",
-                   "--update-epochs", "2", "--quiet"])
+                   "--update-epochs", "2", "--quiet", "--save-model"])
+    run = tmp_path / "runs" / out["run_name"]
+    assert (run / "cleanrl_ppo.cleanrl_model").is_file()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(run))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) >= {
+        "charts/episodic_return", "charts/SPS", "charts/learning_rate", "losses/value_loss",
+        "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac",
+        "losses/explained_variance"}
+    assert len(events.Scalars("charts/episodic_return")) == 16   # one per finished episode
     assert len(out["history"]) == 2 and out["episodes"] == 16
     assert all(np.isfinite(r["mean_return"]) and r["mean_return"] < 0 for r in out["history"])
     out = ex.main(["--total-timesteps", "800", "--num-envs", "8", "--workflow", "critical_first",
-                   "--quiet"])
+                   "--quiet", "--env-id", "wfrl/CAGE2-v0", "--no-tensorboard"])
     row = out["history"][-1]
     assert out["episodes"] == 8 and 0.0 <= row["mean_compliance"] <= 1.0

@@ -92,6 +92,58 @@ def _add_settings(parser, classes, notes=None, labels=None, exclude=("ppo",)):
         parser.add_argument("--" + name.replace("_", "-"), **kw)
 
 
+def _add_config(parser):
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="read settings from FILE: TOML with the flags' names as keys "
+                             "(`episodes = 500`), or a run directory / its "
+                             "experiment_config.json; flags given on the command line win")
+    return parser
+
+
+def _subparser(parser, a):
+    """The parser of the command `a` was parsed by (bench: its sub-command's)."""
+    sub = next(x for x in parser._actions if isinstance(x, argparse._SubParsersAction))
+    p = sub.choices[a.command]
+    if a.command == "bench":
+        inner = next(x for x in p._actions if isinstance(x, argparse._SubParsersAction))
+        p = inner.choices[a.what]
+    return p
+
+
+def _config_value(action, value, where):
+    name = action.dest
+    if isinstance(action, (argparse.BooleanOptionalAction, argparse._StoreTrueAction)):
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: {name} must be true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UserError(f"{where}: {name} must be a {action.metavar or 'value'}, got {value!r}")
+    if action.type is None:
+        return str(value)
+    try:
+        return action.type(str(value))
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise UserError(f"{where}: {name}: {exc}") from None
+
+
+def _apply_config(parser, a):
+    """Fill the settings not given on the command line from --config FILE."""
+    from wfrl.config import load_settings_file
+    settings, where = load_settings_file(a.config)
+    actions = {x.dest: x for x in _subparser(parser, a)._actions
+               if x.dest not in ("help", "config") and not isinstance(x, argparse._SubParsersAction)}
+    for name, value in settings.items():
+        action = actions.get(name)
+        if action is None:
+            cmd = a.command + (f" {a.what}" if a.command == "bench" else "")
+            raise UserError(f"{where}: wfrl {cmd} has no setting {name!r}")
+        if isinstance(action, argparse._StoreTrueAction):
+            if not getattr(a, name):
+                setattr(a, name, _config_value(action, value, where))
+        elif getattr(a, name) is None:
+            setattr(a, name, _config_value(action, value, where))
+
+
 def _add_ppo(parser, preset_help):
     from wfrl.config import PPO_PRESETS, PPOConfig
     g = parser.add_argument_group("PPO")
@@ -109,6 +161,7 @@ def _add_train(sub):
         description="Without --workflow: a GP-UCB search over all 120 workflows (compliance-gated "
                     "PPO on each visited one). With --workflow: train that workflow only. "
                     "Where the two differ, defaults are shown as 'search X / --workflow Y'.")
+    _add_config(p)
     p.add_argument("--resume", default=None, metavar="DIR",
                    help="continue the interrupted search in DIR with its stored settings")
     _add_settings(p, (SearchConfig, TrainConfig),
@@ -124,8 +177,9 @@ def _add_train(sub):
 
 def _add_exhaustive(sub):
     from wfrl.config import ExhaustiveConfig
-    p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
-                                          "protocol (the search's ground truth)")
+    p = _add_config(sub.add_parser("exhaustive", help="train and evaluate all 120 workflows "
+                                                      "under one protocol (the search's ground "
+                                                      "truth)"))
     _add_settings(p, (ExhaustiveConfig,),
                   notes={"episodes_per_update": "200 with the recipe preset, 50 with original",
                          "pretrain_episodes": ""})
@@ -138,6 +192,7 @@ def _add_eval(sub):
     from wfrl.config_eval import Cage2EvalConfig, EvalConfig
     p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy), or run "
                                      "the CAGE2 evaluation protocol with --cage2")
+    _add_config(p)
     p.add_argument("--cage2", action="store_true",
                    help="the CAGE Challenge 2 protocol: 30-, 50- and 100-step episodes against "
                         "B_lineAgent, RedMeanderAgent and SleepAgent, leaderboard-style table")
@@ -150,7 +205,8 @@ def _add_eval(sub):
 
 def _add_parity(sub):
     from wfrl.config_tools import ParityConfig
-    p = sub.add_parser("parity", help="compare the compiled simulator with the real CybORG")
+    p = _add_config(sub.add_parser("parity", help="compare the compiled simulator with the real "
+                                                  "CybORG"))
     _add_settings(p, (ParityConfig,))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: sim, cyborg ({mean, se, n}), diff, equivalent")
@@ -162,18 +218,18 @@ def _add_bench(sub):
     what = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
     c = what.add_parser("collectors", help="every collector on the same workload, with the bare "
                                            "environment rate measured in the same run")
-    _add_settings(c, (BenchCollectorsConfig,))
+    _add_settings(_add_config(c), (BenchCollectorsConfig,))
     c.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per collector: collector, episodes_per_s, "
                         "steps_per_s, efficiency (and n_workers, startup_s, worker_rss_mb)")
     t = what.add_parser("train", help="where training time goes: collect-only and update-only "
                                       "rates (default and original update path) and end-to-end "
                                       "training with and without overlap, in one run")
-    _add_settings(t, (BenchTrainConfig,))
+    _add_settings(_add_config(t), (BenchTrainConfig,))
     t.add_argument("--json", action="store_true", help="print the results as one JSON object")
     q = what.add_parser("search", help="search quality on planted ground truths: every "
                                        "acquisition on synthetic problems with known answers")
-    _add_settings(q, (BenchSearchConfig,))
+    _add_settings(_add_config(q), (BenchSearchConfig,))
     q.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -182,41 +238,58 @@ def _add_viewer(sub):
     from wfrl.config import BACKEND_METAVAR
 
     def episode_flags(p):
-        p.add_argument("--backend", default="sim", metavar=BACKEND_METAVAR,
+        p.add_argument("--backend", default=None, metavar=BACKEND_METAVAR,
                        help="environment backend (default: sim)")
-        p.add_argument("--red-agent", default="B_lineAgent",
+        p.add_argument("--red-agent", default=None,
                        metavar="B_lineAgent|RedMeanderAgent|SleepAgent",
                        help="red attacker (default: B_lineAgent)")
-        p.add_argument("--seed", type=_int, default=153, help="seed of the episode (default: 153)")
-        p.add_argument("--episode", type=_int, default=0, metavar="N",
+        p.add_argument("--seed", type=_int, default=None,
+                       help="seed of the episode (default: 153)")
+        p.add_argument("--episode", type=_int, default=None, metavar="N",
                        help="global episode number under that seed (default: 0)")
 
     p = sub.add_parser("replay", help="write one episode of a policy or agent as a "
                                       "self-contained HTML page")
+    _add_config(p)
     p.add_argument("--checkpoint", help="the policy (a file or pretrained:NAME), played greedily")
     p.add_argument("--agent", metavar="MODULE:FACTORY", help="any agent with CAGE2's interface "
                                                              "(as in eval --cage2 --agent)")
     p.add_argument("--workflow", help="judge fixes under this workflow (default: the "
                                       "checkpoint's; none for an agent)")
-    p.add_argument("--steps", type=_int, default=100, help="blue steps (default: 100)")
+    p.add_argument("--steps", type=_int, default=None, help="blue steps (default: 100)")
     p.add_argument("--html", required=True, metavar="FILE", help="the page to write")
     episode_flags(p)
     from wfrl.config_eval import PlanSettings
     _add_settings(p, (PlanSettings,))
     c = sub.add_parser("compare", help="paired differences of two policies scored on the same "
                                        "episodes (two eval --cage2 --episodes-out files)")
+    _add_config(c)
     c.add_argument("a", metavar="A.jsonl")
     c.add_argument("b", metavar="B.jsonl")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
                                       "posterior and feasibility, a replay of its best policy")
+    _add_config(r)
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--html", metavar="FILE", help="the page to write (default: "
                                                   "RUN_DIR/report.html)")
     episode_flags(r)
 
 
+# the episode flags of replay and report (None on the parsed flags until given: --config fills
+# what the command line left out, then these)
+_EPISODE_DEFAULTS = {"backend": "sim", "red_agent": "B_lineAgent", "seed": 153, "episode": 0,
+                     "steps": 100}
+
+
+def _episode_defaults(a):
+    for k, v in _EPISODE_DEFAULTS.items():
+        if getattr(a, k, v) is None:
+            setattr(a, k, v)
+
+
 def _cmd_replay(a) -> int:
+    _episode_defaults(a)
     from wfrl.config_eval import PlanSettings
     from wfrl.replay import record_episode, replay_html, write_page
     plan = PlanSettings(**_given(a, field_names(PlanSettings))).validate()
@@ -238,6 +311,7 @@ def _cmd_compare(a) -> int:
 
 
 def _cmd_report(a) -> int:
+    _episode_defaults(a)
     from wfrl.replay import report_html, write_page
     out = a.html or str(Path(a.run_dir) / "report.html")
     write_page(out, report_html(a.run_dir, a.backend, a.red_agent, a.seed, a.episode))
@@ -457,7 +531,10 @@ _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 def main(argv=None) -> int:
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "config", None) is not None:
+            _apply_config(parser, args)
         commands = {"train": _cmd_train, "exhaustive": _cmd_exhaustive, "eval": _cmd_eval, "parity": _cmd_parity,
                     "bench": _cmd_bench, "replay": _cmd_replay, "report": _cmd_report,
                     "compare": _cmd_compare}

@@ -388,7 +388,13 @@ def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:
 def train_api(settings: dict) -> dict:
     """wfrl.train(): train_run under the command's thread rule (OMP_NUM_THREADS=1 unless set,
     for this process's pools while it runs and for the workers it starts, restored after), and
-    where the run's policy is: {"run_dir", "checkpoint", "summary"}."""
+    where the run's policy is: {"run_dir", "checkpoint", "summary"}. config=FILE: the settings
+    of a TOML file or a run directory, as `--config FILE`; the other keywords win."""
+    if settings.get("config") is not None:
+        from wfrl.config import load_settings_file
+        from_file, _ = load_settings_file(settings["config"])
+        settings = {**from_file, **{k: v for k, v in settings.items() if k != "config"}}
+    settings = {k: v for k, v in settings.items() if k != "config"}
     with command_threads():
         summary = train_run(settings)
     from wfrl.config import SearchConfig

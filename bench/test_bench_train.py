@@ -11,8 +11,20 @@ critic on two threads replaced) and, where the compiled step runs (AVX-512), the
 training with overlap not slower than without it beyond 3 % (medians of five runs alternated in
 the same process, so the machine's drift hits both; with three alternated runs the same code
 measured 0.98x once, so 3 % is the noise of the comparison, not a slowdown).
-All asserted figures are ratios; the episodes/s behind them are recorded only.
+All asserted figures are ratios; the episodes/s behind them are recorded only. The learner on
+torch's public path (no private kernels: what a torch outside wfrl.ppo.optim.MEASURED_TORCH
+runs) is timed beside the default path and recorded (update_speedup_over_public_torch).
+
+test_quick_exit: a short command (`wfrl eval`, one episode) with wfrl's quick exit against the
+ordinary interpreter exit (WFRL_ORDINARY_EXIT=1), alternated, medians of seven: the quick exit
+stays only while it is faster.
 """
+import os
+import statistics
+import subprocess
+import sys
+import time
+
 from wfrl.benchmarks import bench_train
 from wfrl.ppo.learner import COMPILED_FAST
 
@@ -31,3 +43,25 @@ def test_train_update_and_overlap(benchmark):
     if COMPILED_FAST:
         assert out["update_speedup_over_torch_steps"] >= 1.1
     assert out["e2e_overlap_episodes_per_s"] >= 0.97 * out["e2e_no_overlap_episodes_per_s"]
+
+
+def test_quick_exit(benchmark):
+    cmd = [sys.executable, "-m", "wfrl", "eval", "--checkpoint", "pretrained:critical_first",
+           "--episodes", "1", "--json"]
+    walls = {"quick": [], "ordinary": []}
+
+    def run_all():
+        for _ in range(7):
+            for kind in walls:
+                env = dict(os.environ, WFRL_ORDINARY_EXIT="1" if kind == "ordinary" else "0")
+                t = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=300)
+                walls[kind].append(time.perf_counter() - t)
+
+    benchmark.group = "exit"
+    benchmark.pedantic(run_all, rounds=1, iterations=1)
+    quick, ordinary = (statistics.median(walls[k]) for k in ("quick", "ordinary"))
+    benchmark.extra_info.update({"quick_exit_s": quick, "ordinary_exit_s": ordinary,
+                                 "exit_saving_s": ordinary - quick})
+    print(f"eval --episodes 1: quick exit {quick:.2f} s, ordinary exit {ordinary:.2f} s")
+    assert quick < ordinary

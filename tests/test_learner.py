@@ -635,13 +635,16 @@ def test_an_update_prepared_ahead_equals_one_prepared_in_place(stale, one_thread
 
 def test_a_learner_never_imports_torch_dynamo():
     # torch's optimiser methods import torch._dynamo (1.9 s) on first use only to mark
-    # themselves untraceable; wfrl gives them that mark (_eager_optimizer_methods) and makes the
-    # first Adam step itself: a learner's whole life — updates, state, load_state — in a fresh
-    # interpreter leaves torch._dynamo unimported.
+    # themselves untraceable; the learner's Adam (wfrl.ppo.optim.EagerAdam) runs them without
+    # that wrapper and makes the first Adam step itself: a learner's whole life — updates,
+    # state, load_state — in a fresh interpreter leaves torch._dynamo unimported, and torch's
+    # own classes unchanged.
     import subprocess
     import sys
     code = """
 import sys
+import torch
+methods = dict(vars(torch.optim.Optimizer)), dict(vars(torch.optim.Adam))
 import numpy as np
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.learner import PPOConfig, PPOLearner
@@ -659,8 +662,38 @@ for stale in (False, True, False):
 state = lrn.state()
 PPOLearner(PPOConfig(hidden=16, clip_per_net=True), seed=2).load_state(state)
 assert not np.array_equal(before, lrn.flat_weights())
+assert (dict(vars(torch.optim.Optimizer)), dict(vars(torch.optim.Adam))) == methods
 print("dynamo" if "torch._dynamo" in sys.modules else "no dynamo")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "no dynamo"
+
+
+def test_the_public_torch_path_gives_the_private_paths_numbers(monkeypatch, one_thread):
+    # WFRL_TORCH_PUBLIC=1 (and any torch outside MEASURED_TORCH) steps with opt.step() and
+    # torch.nn.utils.clip_grad_norm_ on torch.optim.Adam: the same weights, bit for bit, after
+    # updates on fresh and stale batches
+    import torch
+
+    from wfrl.ppo import optim
+    rng = np.random.default_rng(3)
+    n = 96
+    cfg = PPOConfig(hidden=16, clip_per_net=True)
+    fast = PPOLearner(cfg, seed=6)
+    monkeypatch.setenv("WFRL_TORCH_PUBLIC", "1")
+    public = PPOLearner(cfg, seed=6)
+    monkeypatch.delenv("WFRL_TORCH_PUBLIC")
+    assert fast.private and not public.private
+    assert type(fast.opt) is optim.EagerAdam and type(public.opt) is torch.optim.Adam
+    for stale in (False, True, False, False):
+        batch = Batch(obs=rng.random((n, fast.net.in_dim), dtype=np.float32),
+                      actions=rng.integers(0, 145, n).astype(np.int32),
+                      logprobs=np.full(n, -5.0, np.float32), values=np.zeros(n, np.float32),
+                      advantages=rng.standard_normal(n).astype(np.float32),
+                      returns=rng.standard_normal(n).astype(np.float32))
+        fast.update(batch, stale=stale)
+        public.update(batch, stale=stale)
+        np.testing.assert_array_equal(fast.flat_weights(), public.flat_weights())
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    assert not optim.private_paths()

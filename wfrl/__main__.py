@@ -8,13 +8,26 @@ join the threads that are not daemons (thread pools told to stop first), run eve
 the process leaves with the command's exit code, skipping only the last part: tearing down every
 module torch, scikit-learn and matplotlib loaded, 1.0 s of every run on the 2-core machine,
 which changes nothing on disk. SIGTERM's SystemExit(143) leaves the same way; a command that
-raises anything else exits the ordinary way."""
+raises anything else exits the ordinary way. The quick exit calls CPython's private
+threading._shutdown and atexit._run_exitfuncs, so it is taken only on the Python versions it was
+measured on (MEASURED_PYTHON; bench/test_bench_train.py times both exits side by side and fails
+if the quick one stops being faster) and not with WFRL_ORDINARY_EXIT=1; elsewhere the ordinary
+interpreter exit."""
 import atexit
 import os
 import sys
 import threading
 
 from wfrl import one_thread_by_default, quiet_openmp
+
+MEASURED_PYTHON = ((3, 11),)
+
+
+def quick_exit() -> bool:
+    """Whether the command leaves through _leave (see the module docstring)."""
+    return (sys.version_info[:2] in MEASURED_PYTHON and hasattr(atexit, "_run_exitfuncs")
+            and hasattr(threading, "_shutdown")
+            and os.environ.get("WFRL_ORDINARY_EXIT", "0") != "1")
 
 
 def _leave(code: int) -> None:
@@ -57,7 +70,7 @@ def run() -> None:
         if not (isinstance(exc.code, int) and exc.code >= 128):
             raise
         code = exc.code
-    if hasattr(atexit, "_run_exitfuncs") and hasattr(threading, "_shutdown"):
+    if quick_exit():
         _leave(code if isinstance(code, int) else (0 if code is None else 1))
     sys.exit(code)
 

@@ -124,7 +124,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
       Adam (torch_steps: the hand-written backward), on one thread (one_thread), over every column
       and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
-      Adam), alternated batch by batch (episodes/s of each, and the ratios); the first two on
+      Adam), and the default learner on torch's public path (WFRL_TORCH_PUBLIC=1: opt.step(),
+      clip_grad_norm_, no split), alternated batch by batch (episodes/s of each, and the ratios); the first two on
       learner_threads torch threads (a run's --learner-threads), the others on every CPU this
       process may use (reference_threads; torch's default where OMP_NUM_THREADS is unset), as
       they ran before that setting existed;
@@ -180,7 +181,13 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         # OMP_NUM_THREADS=1, so torch's default is no longer every core there)
         mine, theirs = learner_threads, len(os.sched_getaffinity(0))
         out["learner_threads"], out["reference_threads"] = mine, theirs
+        os.environ["WFRL_TORCH_PUBLIC"] = "1"    # torch's public path (wfrl.ppo.optim)
+        try:
+            public = PPOLearner(ppo, seed=seed)
+        finally:
+            del os.environ["WFRL_TORCH_PUBLIC"]
         paths = {"default": (PPOLearner(ppo, seed=seed), False, mine),
+                 "public_torch": (public, False, mine),
                  "torch_steps": (PPOLearner(ppo, seed=seed, compiled=False), False, mine),
                  "one_thread": (PPOLearner(ppo, seed=seed, split=False), False, mine),
                  "full_width": (PPOLearner(ppo, seed=seed, compact=False), False, mine),
@@ -212,6 +219,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         out["update_one_thread_episodes_per_s"]
     out["update_speedup_over_torch_steps"] = out["update_default_episodes_per_s"] / \
         out["update_torch_steps_episodes_per_s"]
+    out["update_speedup_over_public_torch"] = out["update_default_episodes_per_s"] / \
+        out["update_public_torch_episodes_per_s"]
     say(f"update only: {out['update_default_episodes_per_s']:.0f} episodes/s (original path "
         f"{out['update_original_episodes_per_s']:.0f}: {out['update_speedup']:.2f}x; autograd "
         f"path {out['update_autograd_episodes_per_s']:.0f}: "
@@ -221,7 +230,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         f"{out['update_one_thread_episodes_per_s']:.0f}: "
         f"{out['update_speedup_over_one_thread']:.2f}x; torch's steps "
         f"{out['update_torch_steps_episodes_per_s']:.0f}: "
-        f"{out['update_speedup_over_torch_steps']:.2f}x)")
+        f"{out['update_speedup_over_torch_steps']:.2f}x; torch's public path "
+        f"{out['update_public_torch_episodes_per_s']:.0f}: "
+        f"{out['update_speedup_over_public_torch']:.2f}x)")
 
     # end to end, with and without overlap, alternated
     walls = {True: [], False: []}

@@ -33,7 +33,7 @@ from wfrl.envs.base import N_ACTIONS
 from wfrl.features import MASKED_LOGIT  # noqa: F401  (where tests and tools import it from)
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.head import _all_allowed
-from wfrl.ppo.optim import FusedAdamSteps, _adam, _clip_grad_norm
+from wfrl.ppo.optim import FusedAdamSteps, _adam, _clip_grad_norm, private_paths
 from wfrl.ppo.plan import Prepared, _batch_tensors, _Compact, _minibatch_advantages
 from wfrl.ppo.policy import ActorCritic
 from wfrl.ppo.reference import ReferenceUpdate
@@ -89,6 +89,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self._gen = torch.Generator().manual_seed(seed)
         self.net = cfg.net()
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
+        self.private = private_paths()   # torch's private kernels (wfrl.ppo.optim)
         self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference)
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
@@ -310,7 +311,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             return None
         v_loss = self._critic_grads(x, ret)
         for group in groups:
-            _clip_grad_norm([p.grad for p in group], self.cfg.max_grad_norm)
+            _clip_grad_norm(group, self.cfg.max_grad_norm, self.private)
         self._adam_step()
         pg, ent, kl, clipped = got
         return pg, v_loss, ent, kl, clipped   # STAT_NAMES order

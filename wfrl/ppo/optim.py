@@ -1,47 +1,83 @@
 """The optimiser side of the PPO update: Adam as the learner makes it, its fused kernel called
-directly (without opt.step()'s Python), the gradient-norm clip's kernels, and torch's optimiser
-methods kept from importing torch._dynamo."""
+directly (without opt.step()'s Python), the gradient-norm clip's kernels, and an Adam whose
+methods do not import torch._dynamo. The calls into torch's private kernels are made only on
+the torch versions they were measured on (MEASURED_TORCH); elsewhere the public path."""
 from __future__ import annotations
+
+import os
 
 import torch
 
 
-def _eager_optimizer_methods() -> None:
-    """torch.optim.Optimizer's state_dict, load_state_dict, zero_grad and add_param_group (which
-    its __init__ calls) are wrapped by torch._compile._disable_dynamo, which imports torch._dynamo
-    (about 800 modules: 1.9 s on the 2-core machine, before a run's first update) on its first
-    call, only to mark the method as not to be traced by torch.compile. wfrl never compiles, so
-    each method is given its own undecorated function as that mark (the wrapper's cache
-    attribute, `__dynamo_disable`): the same function runs, without the import. A torch whose
-    wrapper looks otherwise is left as it is (the import then happens as before)."""
-    for name in ("state_dict", "load_state_dict", "zero_grad", "add_param_group"):
-        method = torch.optim.Optimizer.__dict__.get(name)
-        fn = getattr(method, "__wrapped__", None)
-        wrapper = getattr(getattr(method, "__code__", None), "co_qualname", "")
-        if fn is not None and wrapper.startswith("_disable_dynamo.") \
-                and getattr(fn, "__dynamo_disable", None) is None:
-            fn.__dynamo_disable = fn
+# The torch versions the private paths below were measured and tested on (tests/test_learner.py
+# holds each equal to torch's public path; bench/test_bench_train.py times both side by side).
+# Any other torch takes the public path: torch.optim.Adam as it is, opt.step(),
+# torch.nn.utils.clip_grad_norm_.
+MEASURED_TORCH = ("2.13.",)
 
 
-_eager_optimizer_methods()
+def private_paths() -> bool:
+    """Whether the learner takes its private torch paths: a torch of MEASURED_TORCH, unless the
+    environment sets WFRL_TORCH_PUBLIC=1 (the public path everywhere, e.g. to compare)."""
+    return (torch.__version__.startswith(MEASURED_TORCH)
+            and os.environ.get("WFRL_TORCH_PUBLIC", "0") != "1")
+
+
+def _undecorated(name: str):
+    """torch.optim.Optimizer's method `name` without torch's _disable_dynamo wrapper, or None
+    where this torch does not wrap it that way."""
+    method = torch.optim.Optimizer.__dict__.get(name)
+    fn = getattr(method, "__wrapped__", None)
+    wrapper = getattr(getattr(method, "__code__", None), "co_qualname", "")
+    return fn if fn is not None and wrapper.startswith("_disable_dynamo.") else None
+
+
+_EAGER = {n: _undecorated(n) for n in ("add_param_group", "state_dict", "load_state_dict",
+                                       "zero_grad")}
+
+
+class EagerAdam(torch.optim.Adam):
+    """torch.optim.Adam whose add_param_group (which __init__ calls), state_dict, load_state_dict
+    and zero_grad run torch's own functions without their _disable_dynamo wrapper. The wrapper
+    imports torch._dynamo (about 800 modules, 1.9 s on the 2-core machine) on a first call only
+    to mark the method as not to be traced by torch.compile; wfrl never compiles. The same code
+    runs, on this class's objects only: torch itself and every other optimiser are untouched."""
+
+    def add_param_group(self, param_group):
+        return _EAGER["add_param_group"](self, param_group)
+
+    def state_dict(self):
+        return _EAGER["state_dict"](self)
+
+    def load_state_dict(self, state_dict):
+        return _EAGER["load_state_dict"](self, state_dict)
+
+    def zero_grad(self, set_to_none: bool = True):
+        return _EAGER["zero_grad"](self, set_to_none)
 
 
 def _adam(params, lr: float, fused: bool):
-    """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later)."""
+    """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later); an
+    EagerAdam on the private path where this torch wraps the four methods as measured."""
     params = list(params)
+    cls = EagerAdam if private_paths() and all(_EAGER.values()) else torch.optim.Adam
     if fused:
         try:
-            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+            return cls(params, lr=lr, eps=1e-5, fused=True)
         except (RuntimeError, TypeError, ValueError):
             pass
-    return torch.optim.Adam(params, lr=lr, eps=1e-5)
+    return cls(params, lr=lr, eps=1e-5)
 
 
-def _clip_grad_norm(grads: list, max_norm: float) -> None:
+def _clip_grad_norm(params: list, max_norm: float, private: bool = True) -> None:
     """torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True) on one group of float32
-    CPU gradients, without its ~40 µs of Python around four kernels (grouping by device and dtype,
-    checks): the same operations on the same values, so the same bits
-    (tests/test_learner.py)."""
+    CPU parameters; on the private path without its ~40 µs of Python around four kernels
+    (grouping by device and dtype, checks): the same operations on the same values, so the same
+    bits (tests/test_learner.py)."""
+    if not private:
+        torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+        return
+    grads = [p.grad for p in params]
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
 
@@ -86,8 +122,9 @@ class FusedAdamSteps:
                     or group["maximize"] or group.get("capturable") or group.get("differentiable"))
 
     def _adam_direct(self) -> bool:
-        """Whether _adam_params may step the optimiser (a plain fused Adam whose state exists)."""
-        return self._adam_plain() and all(self.opt.state.get(p)
+        """Whether _adam_params may step the optimiser: the private path (private_paths()) and a
+        plain fused Adam whose state exists."""
+        return self.private and self._adam_plain() and all(self.opt.state.get(p)
                                           for p in self.opt.param_groups[0]["params"])
 
     def _adam_params(self, params) -> None:

@@ -75,7 +75,7 @@ class TorchSteps:
         """The actor's minibatch step in torch (under no_grad): its gradients, their clip and
         its Adam step; returns (surrogate, entropy, approximate KL, clipped share)."""
         got = self._actor_grads(x, mk, a, lp0, adv)
-        _clip_grad_norm([p.grad for p in params], self.cfg.max_grad_norm)
+        _clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
         self._adam_params(params)
         return got
 
@@ -83,7 +83,7 @@ class TorchSteps:
         """The critic's minibatch step in torch (under no_grad), as _torch_actor_step; returns
         the value loss."""
         v_loss = self._critic_grads(x, ret)
-        _clip_grad_norm([p.grad for p in params], self.cfg.max_grad_norm)
+        _clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
         self._adam_params(params)
         return v_loss
 

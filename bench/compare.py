@@ -1,230 +1,96 @@
-"""Benchmark regressions against a committed baseline of machine-independent figures.
+"""Benchmark regressions against a committed baseline of machine-independent figures, read from
+pytest-benchmark's JSON.
 
-    .venv/bin/python bench/compare.py --fast            # the fast subset (.ci/run runs it)
-    .venv/bin/python bench/compare.py                   # every figure (needs two idle cores)
-    .venv/bin/python bench/compare.py --results R.json  # compare figures measured before
-    .venv/bin/python bench/compare.py --fast --save R.json   # also write what was measured
+    .venv/bin/python bench/compare.py --fast             # run the fast subset's bench tests, compare
+    .venv/bin/python bench/compare.py                    # every figure (needs two idle cores)
+    .venv/bin/python -m pytest bench/ --benchmark-json F.json && \
+        .venv/bin/python bench/compare.py --benchmark-json F.json    # a run made before
+    .venv/bin/python bench/compare.py --benchmark-json .benchmarks/<machine>/0001_x.json
+    .venv/bin/python bench/compare.py --results R.json   # figures as {name: value}
 
-Every figure is a ratio of the CPU times of two things measured in the same process, interleaved
-round by round (A B A B ...), so the speed of the machine, its drift and other processes' load
-cancel; all are "higher is better". A
-figure regresses when it falls below its baseline × (1 − tolerance) in two measurements (a
-figure below its floor is measured once more, and the better of the two is compared); the baseline file
-(bench/baseline.json) gives each figure's value, tolerance and the reason for that tolerance.
-Exit status: 0 no regression, 1 at least one (each named on its own line), 2 bad input.
-docs/benchmark-regressions.md describes the figures, the baseline and how to renew it.
+Every figure is a ratio that one bench test (FIGURE_TESTS) measures and stores in its
+pytest-benchmark extra_info under the figure's name: CPU times of two things interleaved round
+by round in one process, so the speed of the machine, its drift and other processes' load
+cancel; all are "higher is better". Without --benchmark-json / --results this script runs those
+bench tests itself (pytest bench/... --benchmark-json) and reads their JSON: the figures are the
+bench tests' own, never timed a second time here. A figure regresses when it falls below its
+baseline × (1 − tolerance) in two measurements (the bench test of a figure below its floor is run
+once more, and the better of the two is compared); the baseline file (bench/baseline.json) gives
+each figure's value, tolerance and the reason for that tolerance.
+Exit status: 0 no regression, 1 at least one (each named on its own line), 2 bad input or a figure
+that was not measured. docs/benchmark-regressions.md describes the figures, the baseline and how
+to renew it.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
+ROOT = Path(__file__).resolve().parents[1]
 BASELINE = Path(__file__).with_name("baseline.json")
 
-
-def _interleave(runners: dict, rounds: int, warmup: int = 1) -> dict:
-    """Median CPU seconds per unit of work of each runner over `rounds` interleaved rounds.
-    runners: name -> (callable doing one round, units of work per round). Every workload here
-    runs on the calling thread, so the process's CPU time is its cost; unlike the wall time it
-    does not count the time other processes had the core (on a busy machine the wall-time ratio of
-    a short and a long round depends on how the scheduler slices them)."""
-    per_unit = {k: [] for k in runners}
-    for r in range(warmup + rounds):
-        for name, (fn, units) in runners.items():
-            t = time.process_time()
-            fn()
-            if r >= warmup:
-                per_unit[name].append((time.process_time() - t) / units)
-    return {k: float(np.median(v)) for k, v in per_unit.items()}
-
-
-# ------------------------------------------------------------------------------- the workloads
-class _CybORGRandom:
-    """Real CybORG as users drive it: ChallengeWrapper, reset + 100 uniform-random steps."""
-
-    def __init__(self):
-        from wfrl.envs.cyborg import challenge_env
-        random.seed(0)
-        self.env = challenge_env("B_lineAgent")
-        self.rng = random.Random(1)
-
-    def episode(self):
-        self.env.reset()
-        for _ in range(100):
-            self.env.step(self.rng.randrange(145))
-
-
-class _VecEnv:
-    """The native vector env, `steps` calls with pre-drawn uniform-random actions."""
-
-    def __init__(self, n, steps=50, make_vec=None):
-        import wfrl.envs
-        make_vec = make_vec or wfrl.envs.make_vec
-        self.env = make_vec(n, "B_lineAgent", 0, autoreset_mode="SameStep")
-        self.env.reset()
-        self.actions = np.random.default_rng(n).integers(0, 145, (steps, n)).astype(np.int32)
-
-    def round(self):
-        step = self.env.step
-        for a in self.actions:
-            step(a)
-
-
-class _StepBatch:
-    """Cage2Sim.step_batch alone, the compiled ceiling of the vector env."""
-
-    def __init__(self, n, steps=50):
-        from wfrl._core import Cage2Sim
-        self.sim = Cage2Sim(n, "B_lineAgent")
-        self.obs = np.zeros((n, 52), np.float32)
-        self.ra = np.zeros((n, 13), np.uint8)
-        self.rew = np.zeros(n, np.float32)
-        self.done = np.zeros(n, np.uint8)
-        self.seeds = np.arange(n, dtype=np.uint64)
-        self.actions = np.random.default_rng(n).integers(0, 145, (steps, n)).astype(np.int32)
-
-    def round(self):
-        self.sim.reset_batch(self.seeds, self.obs, self.ra)
-        for a in self.actions:
-            self.sim.step_batch(a, self.obs, self.rew, self.done, self.ra)
-
-
-class _SingleGym:
-    """gymnasium.make("wfrl/CAGE2-v0"): reset + 100 steps per episode."""
-
-    def __init__(self, episodes=10):
-        import gymnasium
-
-        import wfrl.envs
-        self.env = gymnasium.make(wfrl.envs.ENV_ID, red_agent="B_lineAgent", seed=0)
-        self.actions = np.random.default_rng(1).integers(0, 145, 100).tolist()
-        self.episodes = episodes
-
-    def round(self):
-        for _ in range(self.episodes):
-            self.env.reset()
-            for a in self.actions:
-                self.env.step(a)
-
-
-class _SequentialCollector:
-    """wfrl's sequential collector on CybORG, one episode a round, a fresh (near-uniform) policy."""
-
-    def __init__(self):
-        import torch
-
-        from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-        from wfrl.collect.rollout import make_policy
-        from wfrl.envs.cyborg import CybORGBackend
-        from wfrl.ppo.policy import ActorCritic
-        from wfrl.workflow import Workflow
-        torch.manual_seed(0)
-        self.backend = CybORGBackend("B_lineAgent", seed=0)
-        self.policy = make_policy(ActorCritic(64).flat_weights(), 64, Workflow.parse("balanced"),
-                                  1.0)
-        self.buffer = compiled_buffer(allocate_trajectory(1, 100))
-        self.i = 0
-
-    def episode(self):
-        from wfrl.collect.rollout import run_episodes
-        self.buffer.clear()
-        run_episodes(self.backend, self.policy, [self.i], 0, self.buffer)
-        self.i += 1
-
-
-# ------------------------------------------------------------------------------- the figures
-SIM_STEPS = 100_000
-VEC_N = 4096
-
-
-def sim_vs_cyborg_step(rounds=6):
-    """CybORG's seconds per step ÷ the simulator's (one env, the C loop)."""
-    from wfrl._core import Cage2Sim
-    cy, sim = _CybORGRandom(), Cage2Sim(1, "B_lineAgent")
-    t = _interleave({"cyborg": (cy.episode, 100),
-                     "sim": (lambda: sim.random_rollout(0, SIM_STEPS, 7), SIM_STEPS)}, rounds)
-    return t["cyborg"] / t["sim"]
-
-
-def vec_env_vs_step_batch(rounds=8, make_vec=None):
-    """The vector env's env-steps/s at 4096 envs ÷ Cage2Sim.step_batch's alone (one core):
-    what the gymnasium layer keeps of the compiled ceiling."""
-    vec, raw = _VecEnv(VEC_N, make_vec=make_vec), _StepBatch(VEC_N)
-    t = _interleave({"vec": (vec.round, 50 * VEC_N), "raw": (raw.round, 50 * VEC_N)}, rounds)
-    return t["raw"] / t["vec"]
-
-
-def vec_env_per_core_vs_single_env(rounds=8):
-    """The vector env's env-steps/s on one core at 4096 envs ÷ the single env's through
-    gymnasium.make: what batching buys per core."""
-    vec, single = _VecEnv(VEC_N), _SingleGym()
-    t = _interleave({"vec": (vec.round, 50 * VEC_N), "single": (single.round, 1000)}, rounds)
-    return t["single"] / t["vec"]
-
-
-def sequential_collector_vs_bare_cyborg(rounds=8):
-    """Bare CybORG stepping's seconds per episode ÷ the sequential collector's with the policy in
-    the loop (its efficiency; 1 = the collector costs nothing beyond CybORG)."""
-    bare, coll = _CybORGRandom(), _SequentialCollector()
-    t = _interleave({"bare": (bare.episode, 1), "coll": (coll.episode, 1)}, rounds)
-    return t["bare"] / t["coll"]
-
-
-def _collectors_cyborg():
-    from wfrl.benchmarks import bench_collectors
-    rows = {r["collector"]: r for r in bench_collectors("cyborg", 2, 40, collectors=("sync",
-                                                                                  "async"))}
-    return {"collector_efficiency_sync_cyborg_2w": rows["sync"]["efficiency"],
-            "collector_efficiency_async_cyborg_2w": rows["async"]["efficiency"]}
-
-
-def _update():
-    from wfrl.benchmarks import bench_train
-    from wfrl.ppo.learner import COMPILED_FAST
-    out = bench_train(batches=8, e2e_episodes=200, repeats=1)
-    res = {"update_default_vs_original": out["update_speedup"],
-           "update_default_vs_autograd": out["update_speedup_over_autograd"]}
-    if COMPILED_FAST:    # the compiled step runs only where AVX-512 is
-        res["update_compiled_vs_torch_steps"] = out["update_speedup_over_torch_steps"]
-    return res
-
-
-# name -> (function returning {figure: value}, in the fast subset)
-GROUPS = {
-    "sim_vs_cyborg_step": (lambda: {"sim_vs_cyborg_step": sim_vs_cyborg_step()}, True),
-    "vec_env_vs_step_batch": (lambda: {"vec_env_vs_step_batch": vec_env_vs_step_batch()}, True),
-    "vec_env_per_core_vs_single_env": (
-        lambda: {"vec_env_per_core_vs_single_env": vec_env_per_core_vs_single_env()}, True),
-    "sequential_collector_vs_bare_cyborg": (
-        lambda: {"sequential_collector_vs_bare_cyborg": sequential_collector_vs_bare_cyborg()},
-        True),
-    "collectors_cyborg": (_collectors_cyborg, False),
-    "update": (_update, False),
+# figure -> the bench test that measures it (and stores it in its extra_info)
+FIGURE_TESTS = {
+    "sim_vs_cyborg_step": "bench/test_bench_sim.py::test_speed_targets",
+    "vec_env_vs_step_batch": "bench/test_bench_vec.py::test_vec_targets",
+    "vec_env_per_core_vs_single_env": "bench/test_bench_vec.py::test_vec_targets",
+    "sequential_collector_vs_bare_cyborg":
+        "bench/test_bench_cyborg.py::test_collector_overhead_ratio",
+    "collector_efficiency_async_cyborg_2w": "bench/test_bench_collectors.py::test_collectors_cyborg",
+    "collector_efficiency_sync_cyborg_2w": "bench/test_bench_collectors.py::test_collectors_cyborg",
+    "update_default_vs_original": "bench/test_bench_train.py::test_train_update_and_overlap",
+    "update_default_vs_autograd": "bench/test_bench_train.py::test_train_update_and_overlap",
+    "update_compiled_vs_torch_steps": "bench/test_bench_train.py::test_train_update_and_overlap",
 }
 
 
-def measure(fast: bool = True, progress=print, only=None, groups_of=None) -> dict:
-    """Measure the groups (the fast subset with `fast`; only the groups named in `only`, if
-    given). groups_of, a dict if given, receives figure -> the group that measured it."""
-    out = {}
-    for name, (fn, in_fast) in GROUPS.items():
-        if (fast and not in_fast) or (only is not None and name not in only):
-            continue
-        t = time.perf_counter()
-        got = fn()
-        out.update(got)
-        if groups_of is not None:
-            groups_of.update({k: name for k in got})
-        if progress:
-            progress(f"  measured {', '.join(f'{k} {v:.3g}' for k, v in got.items())} "
-                     f"({time.perf_counter() - t:.0f} s)")
-    return out
+class BadInput(Exception):
+    pass
+
+
+def figures_from_json(path) -> tuple[dict, dict]:
+    """({figure: value}, {figure: test}) of a pytest-benchmark JSON (a --benchmark-json output or
+    a saved run): every extra_info entry named like a figure of FIGURE_TESTS."""
+    try:
+        data = json.loads(Path(path).read_text())
+        benches = data["benchmarks"]
+        out, tests = {}, {}
+        for b in benches:
+            for k, v in (b.get("extra_info") or {}).items():
+                if k in FIGURE_TESTS:
+                    out[k] = float(v)
+                    tests[k] = b.get("fullname", FIGURE_TESTS[k])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise BadInput(f"bad pytest-benchmark JSON {path}: {e}") from None
+    return out, tests
+
+
+def run_bench(tests, json_path, progress=print) -> None:
+    """Run the bench tests (pytest node ids) with --benchmark-json json_path. A bench test that
+    fails its own target still records its figures; whether they regress is decided here."""
+    cmd = [sys.executable, "-m", "pytest", *sorted(set(tests)), "--benchmark-json",
+           str(json_path), "-q", "-p", "no:cacheprovider", "--benchmark-columns=median,rounds"]
+    if progress:
+        progress("  running " + " ".join(sorted(set(tests))))
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if progress and res.returncode not in (0, 1):
+        progress(res.stdout[-2000:] + res.stderr[-2000:])
+
+
+def measure(figures, progress=print) -> dict:
+    """The figures measured by running their bench tests once, through pytest-benchmark's JSON."""
+    with tempfile.TemporaryDirectory(prefix="wfrl-compare-") as d:
+        path = Path(d) / "bench.json"
+        run_bench([FIGURE_TESTS[f] for f in figures], path, progress)
+        if not path.exists():
+            raise BadInput("the bench run wrote no JSON (see its output above)")
+        got, _ = figures_from_json(path)
+    return {k: v for k, v in got.items() if k in figures}
 
 
 def below_floor(baseline: dict, results: dict) -> list[str]:
@@ -232,18 +98,17 @@ def below_floor(baseline: dict, results: dict) -> list[str]:
             v < float(baseline[n]["value"]) * (1.0 - float(baseline[n]["tolerance"]))]
 
 
-def confirm(baseline: dict, results: dict, groups_of: dict, remeasure=None,
-            progress=print) -> dict:
-    """Measure once more every group with a figure below its floor and keep, per figure, the
-    better of its two measurements: on a shared machine timing noise only ever slows a figure
-    down (a busy neighbour, a scheduler slice), so a real regression shows in both measurements
-    and a passing disturbance in one. groups_of: figure -> group (from measure);
-    remeasure(groups) -> {figure: value} (default: measure those groups again)."""
+def confirm(baseline: dict, results: dict, remeasure=None, progress=print) -> dict:
+    """Measure once more every figure below its floor (running its bench test again) and keep,
+    per figure, the better of its two measurements: on a shared machine timing noise only ever
+    slows a figure down (a busy neighbour, a scheduler slice), so a real regression shows in both
+    measurements and a passing disturbance in one. remeasure(figures) -> {figure: value}
+    (default: measure)."""
     low = below_floor(baseline, results)
     if not low:
         return results
-    remeasure = remeasure or (lambda groups: measure(fast=False, progress=progress, only=groups))
-    again = remeasure({groups_of[n] for n in low})
+    remeasure = remeasure or (lambda figures: measure(figures, progress=progress))
+    again = remeasure(set(low))
     out = dict(results)
     for n in low:
         if n in again:
@@ -287,33 +152,60 @@ def compare(baseline: dict, results: dict) -> tuple[list[str], list[str]]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bench/compare.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--fast", action="store_true", help="only the fast subset")
+    p.add_argument("--fast", action="store_true", help="only the fast subset's figures")
     p.add_argument("--baseline", default=str(BASELINE), help="baseline JSON")
-    p.add_argument("--results", help="compare figures from this JSON ({name: value}) instead "
-                                     "of measuring")
-    p.add_argument("--save", help="write the measured figures to this JSON")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--benchmark-json", metavar="F", help="read the figures from this "
+                     "pytest-benchmark JSON (--benchmark-json of a run, or a saved run) instead of "
+                     "running the bench tests")
+    src.add_argument("--results", help="compare figures from this JSON ({name: value})")
+    p.add_argument("--save", help="write the compared figures to this JSON ({name: value})")
     a = p.parse_args(argv)
     baseline = load_baseline(a.baseline)
-    if a.results:
-        try:
-            results = {k: float(v) for k, v in json.loads(Path(a.results).read_text()).items()}
-        except (OSError, ValueError, AttributeError) as e:
-            print(f"compare: error: bad results {a.results}: {e}", file=sys.stderr)
-            return 2
-    else:
-        t = time.perf_counter()
-        groups_of = {}
-        results = confirm(baseline, measure(fast=a.fast, groups_of=groups_of), groups_of)
-        print(f"measured in {time.perf_counter() - t:.0f} s")
+    wanted = [n for n, f in baseline.items() if not a.fast or f.get("fast")]
+    try:
+        if a.results:
+            try:
+                results = {k: float(v) for k, v in json.loads(Path(a.results).read_text()).items()}
+            except (OSError, ValueError, AttributeError) as e:
+                raise BadInput(f"bad results {a.results}: {e}") from None
+        elif a.benchmark_json:
+            results, _ = figures_from_json(a.benchmark_json)
+            results = {k: v for k, v in results.items() if k in wanted}
+        else:
+            t = time.perf_counter()
+            results = confirm(baseline, measure(wanted))
+            print(f"measured in {time.perf_counter() - t:.0f} s")
+        if not a.results and not a.benchmark_json:
+            missing = [n for n in wanted if n not in results and n in FIGURE_TESTS
+                       and (n != "update_compiled_vs_torch_steps" or _compiled_fast())]
+            if missing:
+                raise BadInput(f"not measured: {', '.join(missing)} (their bench tests: "
+                               f"{', '.join(sorted({FIGURE_TESTS[n] for n in missing}))})")
+    except BadInput as e:
+        print(f"compare: error: {e}", file=sys.stderr)
+        return 2
     if a.save:
         Path(a.save).write_text(json.dumps(results, indent=1) + "\n")
     lines, regressions = compare(baseline, results)
+    if a.benchmark_json:
+        lines += [f"  {n:40s} (not in this run)" for n in wanted if n not in results]
     print("\n".join(lines))
     for r in regressions:
         print(r)
     if not regressions:
         print(f"no regression ({len(results)} figures)")
     return 1 if regressions else 0
+
+
+def _compiled_fast() -> bool:
+    """Whether this machine runs the compiled update step (AVX-512): only then is
+    update_compiled_vs_torch_steps measured."""
+    try:
+        from wfrl.ppo.learner import COMPILED_FAST
+    except ImportError:
+        return False
+    return bool(COMPILED_FAST)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""The benchmark regression check (bench/compare.py against bench/baseline.json): it passes on the
-committed baseline's own figures, fails, naming the figure, on a planted regression, both from a
-results file and from a real measurement of a slowed-down vector env, and passes on the code as
-it is."""
+"""The benchmark regression check (bench/compare.py against bench/baseline.json, reading the
+figures the bench tests store in pytest-benchmark's JSON): it passes on the committed baseline's
+own figures, fails, naming the figure, on a planted regression, both from a results file and from
+a real `pytest bench/... --benchmark-json` run of a slowed-down vector env, and passes on the code
+as it is."""
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +32,12 @@ def _cli(*args):
 
 
 def test_the_baseline_holds_every_figure_with_a_reasoned_tolerance():
-    fast = {k for k, (_, in_fast) in compare.GROUPS.items() if in_fast}
-    assert fast <= set(BASELINE)            # each fast group is one figure of its own name
+    assert set(BASELINE) == set(compare.FIGURE_TESTS)   # each figure has the bench test measuring it
+    for name, test in compare.FIGURE_TESTS.items():
+        path, fn = test.split("::")
+        source = (ROOT / path).read_text()
+        assert f"def {fn}(" in source and f'"{name}"' in source, (name, test)   # stored there
+    assert {n for n, f in BASELINE.items() if f.get("fast")}   # a fast subset exists
     for name, f in BASELINE.items():
         assert f["value"] > 0 and 0.05 <= f["tolerance"] <= 0.5, name
         assert len(f["why"]) > 40, name     # the reason for the tolerance, in words
@@ -63,59 +69,60 @@ def test_the_command_exits_1_on_a_regression_0_without_and_2_on_bad_input(tmp_pa
     (tmp_path / "junk.json").write_text("[1, 2")
     res = _cli("--results", tmp_path / "junk.json")
     assert res.returncode == 2 and res.stderr.startswith("compare: error: bad results ")
+    res = _cli("--benchmark-json", tmp_path / "junk.json")
+    assert res.returncode == 2 and res.stderr.startswith("compare: error: bad pytest-benchmark")
 
 
-class _Twice:
-    """A planted slowdown: every step of the vector env is done twice (on a twin env), the work
-    per env-step doubled as a slower step function would."""
-
-    def __init__(self, make, *args, **kwargs):
-        self.env, self.twin = make(*args, **kwargs), make(*args, **kwargs)
-
-    def reset(self):
-        self.twin.reset()
-        return self.env.reset()
-
-    def step(self, a):
-        self.twin.step(a)
-        return self.env.step(a)
+def _bench_run(tmp_path, name, plant=None):
+    """`pytest bench/test_bench_vec.py::test_vec_targets --benchmark-json F` (with the planted
+    slowdown WFRL_BENCH_PLANT=slow_vec, if asked); returns F."""
+    out = tmp_path / f"{name}.json"
+    env = {k: v for k, v in os.environ.items() if k != "WFRL_BENCH_PLANT"}
+    if plant:
+        env["WFRL_BENCH_PLANT"] = plant
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "bench/test_bench_vec.py::test_vec_targets", "--benchmark-json", str(out)],
+                   cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert out.exists()
+    return out
 
 
-def test_a_real_measurement_fails_on_a_planted_slowdown_and_passes_on_the_code():
-    import wfrl.envs
+@pytest.mark.cyborg
+def test_a_bench_run_fails_on_a_planted_slowdown_and_passes_on_the_code(tmp_path):
     name = "vec_env_vs_step_batch"
-    slowed = compare.vec_env_vs_step_batch(
-        rounds=5, make_vec=lambda *a, **k: _Twice(wfrl.envs.make_vec, *a, **k))
-    regressions = compare.compare(BASELINE, {name: slowed})[1]
-    assert len(regressions) == 1 and regressions[0].startswith(f"regression: {name} = ")
-    as_is = compare.vec_env_vs_step_batch(rounds=5)
-    assert compare.compare(BASELINE, {name: as_is})[1] == [], as_is
-    assert slowed < 0.75 * as_is
+    slowed = _bench_run(tmp_path, "slowed", plant="slow_vec")
+    res = _cli("--benchmark-json", slowed)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("regression: ")] == [
+        ln for ln in res.stdout.splitlines() if ln.startswith(f"regression: {name} = ")]
+    as_is = _bench_run(tmp_path, "as_is")
+    res = _cli("--benchmark-json", as_is)
+    assert res.returncode == 0 and "(not in this run)" in res.stdout, res.stdout + res.stderr
+    got_slow = compare.figures_from_json(slowed)[0][name]
+    got = compare.figures_from_json(as_is)[0][name]
+    assert got_slow < 0.75 * got
 
 
 def test_a_figure_below_its_floor_is_measured_again_and_regresses_only_twice():
     values = {k: f["value"] for k, f in BASELINE.items()}
     name = sorted(BASELINE)[0]
     low = BASELINE[name]["value"] * (1 - BASELINE[name]["tolerance"]) * 0.9
-    groups_of = {k: "group_" + k for k in values}
     asked = []
 
     def again(value):
-        def remeasure(groups):
-            asked.append(groups)
+        def remeasure(figures):
+            asked.append(figures)
             return {name: value}
         return remeasure
 
     # a passing disturbance: the second measurement is fine, so no regression
-    out = compare.confirm(BASELINE, {**values, name: low}, groups_of,
-                          again(values[name]), progress=None)
-    assert asked == [{"group_" + name}] and compare.compare(BASELINE, out)[1] == []
+    out = compare.confirm(BASELINE, {**values, name: low}, again(values[name]), progress=None)
+    assert asked == [{name}] and compare.compare(BASELINE, out)[1] == []
     # below its floor both times: a regression, reported at the better of the two
-    out = compare.confirm(BASELINE, {**values, name: low}, groups_of, again(low * 0.5),
-                          progress=None)
+    out = compare.confirm(BASELINE, {**values, name: low}, again(low * 0.5), progress=None)
     regressions = compare.compare(BASELINE, out)[1]
     assert out[name] == low and len(regressions) == 1 and name in regressions[0]
     # nothing below a floor: nothing measured again
     asked.clear()
-    assert compare.confirm(BASELINE, values, groups_of, again(0.0), progress=None) == values
+    assert compare.confirm(BASELINE, values, again(0.0), progress=None) == values
     assert asked == []

@@ -9,6 +9,8 @@ entry instead of a second multi-gigabyte download, and a check confirms that the
 declared requirements are met by them (checked per requirement: the environment as a whole
 holds gym-csle-cyborg, installed without its dependencies on purpose)."""
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -92,3 +94,74 @@ def test_manylinux_wheel_searches_and_says_which_update_it_runs(wheel_venv, tmp_
               cwd=tmp_path)
     flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
     assert res.stdout.strip() == str("avx512f" in flags)
+
+
+def _core_site(dest: Path) -> Path:
+    """A directory holding (symlinked from this environment) exactly wfrl's core dependencies
+    and theirs: the distributions the wheel's unconditional requirements name, recursively."""
+    from importlib.metadata import distribution
+    from packaging.requirements import Requirement
+    dest.mkdir()
+    todo, seen = ["numpy", "gymnasium"], set()
+    while todo:
+        name = todo.pop()
+        dist = distribution(name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        base = Path(dist.locate_file(""))
+        for top in {Path(f).parts[0] for f in dist.files or []}:
+            if top != ".." and not top.endswith(".pth") and not (dest / top).exists():
+                (dest / top).symlink_to(base / top)
+        for text in dist.requires or []:
+            r = Requirement(text)
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                todo.append(r.name)
+    return dest
+
+
+@pytest.mark.slow
+def test_the_core_wheel_alone_runs_the_env_its_wrappers_and_agent_scoring(wheel_venv, tmp_path):
+    # a venv with the wheel and its core dependencies only (numpy, gymnasium and theirs): no
+    # torch, scikit-learn, scipy or matplotlib
+    root = tmp_path / "core"
+    run([sys.executable, "-m", "venv", "--without-pip", str(root)])
+    py = str(root / "bin" / "python")
+    site = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout
+    Path(site.strip(), "core_deps.pth").write_text(str(_core_site(tmp_path / "deps")) + "\n")
+    run([sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index", "-q",
+         str(wheel_venv.wheel)])
+    # the check of the declared requirements needs `packaging`, which is not wfrl's: given to
+    # that one command only
+    import packaging
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "packaging").symlink_to(Path(packaging.__file__).parent)
+    run([py, "-c", REQUIREMENTS_MET], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tools)})
+    res = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True)
+    assert res.returncode != 0 and "No module named 'torch'" in res.stderr
+    code = """
+import gymnasium as gym, numpy as np
+from gymnasium.utils.env_checker import check_env
+import wfrl.envs as envs
+check_env(gym.make(envs.MEMORY_ID).unwrapped)
+check_env(envs.make_memory(seed=1), skip_render_check=True)
+v = envs.make_vec_memory(4, "mixed", seed=2, autoreset_mode="SameStep", max_steps=30)
+obs, info = v.reset()
+for t in range(70):
+    m = v.action_masks()
+    acts = np.array([np.flatnonzero(m[i])[t % m[i].sum()] for i in range(4)], np.int32)
+    obs, r, term, trunc, info = v.step(acts)
+assert obs.shape == (4, 118) and info["action_mask"].shape == (4, 145)
+print("ok")
+"""
+    assert run([py, "-W", "ignore", "-c", code], cwd=tmp_path).stdout.strip() == "ok"
+    agents = Path(__file__).parent / "agents" / "cage2_agents.py"
+    res = run([py, "-m", "wfrl", "eval", "--cage2", "--agent", f"{agents}:restorer",
+               "--backend", "sim", "--episodes", "2", "--json"], cwd=tmp_path)
+    assert '"settings"' in res.stdout
+    res = subprocess.run([py, "-m", "wfrl", "train"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "pip install 'wfrl[train]'" in res.stderr and not (tmp_path / "runs").exists()

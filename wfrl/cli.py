@@ -551,6 +551,14 @@ def main(argv=None) -> int:
     except UserError as exc:
         print(f"wfrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:   # a command whose extra is not installed
+        from wfrl.errors import missing_extra
+        cmd = "wfrl" if args is None else f"wfrl {args.command}"
+        failed = missing_extra(exc, cmd)
+        if failed is None:
+            raise
+        print(f"wfrl: error: {failed}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("wfrl: interrupted", file=sys.stderr)
         return 130

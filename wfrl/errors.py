@@ -9,6 +9,25 @@ class BackendUnavailable(UserError):
     """A backend's optional dependency is not installed."""
 
 
+# packages of an extra (pyproject.toml) that wfrl imports, by their import name
+EXTRA_OF_MODULE = {"torch": "train", "sklearn": "train", "scipy": "train", "matplotlib": "train",
+                   "threadpoolctl": "train", "ray": "ray", "tensorboard": "tensorboard",
+                   "stable_baselines3": "sb3", "sb3_contrib": "sb3"}
+
+
+def missing_extra(exc: ModuleNotFoundError, what: str) -> "UserError | None":
+    """The one-line error for `what` (a command) failing on a package of an extra that is not
+    installed, or None if the missing module is not one."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return None
+    hint = (" (the CPU build: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+            if top == "torch" else "")
+    return UserError(f"{what} needs {top}, which is not installed: pip install 'wfrl[{extra}]'"
+                     f"{hint}")
+
+
 def check_choice(what: str, value: str, choices) -> str:
     """`value` if it is one of `choices`, else a UserError naming them."""
     if value not in choices:

@@ -395,6 +395,11 @@ def train_api(settings: dict) -> dict:
         from_file, _ = load_settings_file(settings["config"])
         settings = {**from_file, **{k: v for k, v in settings.items() if k != "config"}}
     settings = {k: v for k, v in settings.items() if k != "config"}
+    try:
+        import torch  # noqa: F401  (the [train] extra: said here in one line, not deep inside)
+    except ModuleNotFoundError as exc:
+        from wfrl.errors import missing_extra
+        raise missing_extra(exc, "wfrl.train()") from None
     with command_threads():
         summary = train_run(settings)
     from wfrl.config import SearchConfig

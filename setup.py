@@ -39,7 +39,7 @@ extensions = [
                  "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h", "csrc/wfrl_truth.h",
                  "csrc/wfrl_seqlock.h",
                  "csrc/wfrl_vec.h", "csrc/wfrl_head.h", "csrc/wfrl_fastmath.h",
-                 "csrc/wfrl_update.h", "csrc/wfrl_plan.h"],
+                 "csrc/wfrl_update.h", "csrc/wfrl_plan.h", "csrc/wfrl_belief.h"],
         extra_compile_args=compile_args,
         define_macros=macros,
     ),

@@ -182,6 +182,7 @@ cdef extern from "wfrl_cage2.h" nogil:
         uint8_t prev_success
         uint8_t last_red_type
         signed char last_red_target
+        uint8_t red_kind
     int WFRL_RED_LEADERBOARD
     void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
@@ -1436,6 +1437,26 @@ def seed_cage2_rng(Cage2Sim sim, Py_ssize_t i, uint64_t seed):
     wfrl_rng_seed(&e.rng, seed)
 
 
+def cage2_red_access(Cage2Sim sim, Py_ssize_t i):
+    """Red's access per host in env i of sim now: uint8[13] (0 none, 1 user, 2 privileged)."""
+    out = np.empty(WFRL_N_HOSTS, np.uint8)
+    cdef uint8_t[::1] ov = out
+    wfrl_cage2_red_access(sim._env(i), &ov[0])
+    return out
+
+
+def cage2_red_kind(Cage2Sim sim, Py_ssize_t i):
+    """The red agent env i of sim plays (0 B_line, 1 Meander, 2 Sleep)."""
+    return sim._env(i).red_kind
+
+
+cdef extern from "wfrl_belief.h" nogil:
+    int WFRL_BELIEF_DIM
+    void wfrl_belief_features(const wfrl_cage2 *parts, int n, float *out)
+
+BELIEF_DIM = WFRL_BELIEF_DIM
+
+
 cdef class Planner:
     """The compiled planner (csrc/wfrl_plan.h) for one policy: a particle belief over the
     simulator's state and paired-rollout search over the policy's top candidates. All its memory
@@ -1497,6 +1518,13 @@ cdef class Planner:
             a = wfrl_plan_decide(self.pl, &obs[0], ra, &info)
         return (a, info.greedy, info.n_candidates, info.vetoed, info.rounds, bool(info.timed_out),
                 info.elapsed_ms, info.gain)
+
+    def belief_features(self):
+        """The belief block of the particles now (csrc/wfrl_belief.h): float32 [BELIEF_DIM]."""
+        out = np.empty(WFRL_BELIEF_DIM, np.float32)
+        cdef float[::1] ov = out
+        wfrl_belief_features(self.pl.parts, self.particles, &ov[0])
+        return out
 
     def particle_states(self):
         """Copies of the particles' raw states: uint8 [N, CAGE2_STATE_BYTES]."""

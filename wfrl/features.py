@@ -199,3 +199,22 @@ def truth_features(red_access: np.ndarray) -> np.ndarray:
         raise ValueError(f"red_access must end in {N_HOSTS} hosts, got shape {ra.shape}")
     onehot = ra[..., None] == np.arange(TRUTH_LEVELS)             # [..., 13, 3]
     return onehot.astype(np.float32).reshape(ra.shape[:-1] + (TRUTH_DIM,))
+
+
+# -- the belief block (csrc/wfrl_belief.h) --------------------------------------------------------
+BELIEF_KINDS = 3            # B_line, Meander, Sleep
+BELIEF_DIM = TRUTH_DIM + BELIEF_KINDS
+
+
+def belief_features(red_access: np.ndarray, red_kinds: np.ndarray) -> np.ndarray:
+    """The belief block of N particles (plain form of csrc/wfrl_belief.h): red access uint8
+    [N, 13] and red kinds [N] (0 B_line, 1 Meander, 2 Sleep) → float32 [BELIEF_DIM], the truth
+    block averaged over the particles, then the share of each red kind."""
+    ra = np.asarray(red_access)
+    kinds = np.asarray(red_kinds)
+    n = len(ra)
+    acc = np.zeros(BELIEF_DIM, np.float64)
+    if n:
+        acc[:TRUTH_DIM] = truth_features(ra).astype(np.float64).sum(axis=0)
+        acc[TRUTH_DIM:] = [(kinds == k).sum() for k in range(BELIEF_KINDS)]
+    return (acc * (1.0 / n if n else 0.0)).astype(np.float32)

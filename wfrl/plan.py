@@ -144,6 +144,13 @@ class ParticleFilterReference:
             seed_cage2_rng(self.sim, k, self.filter.next())
         return exact
 
+    def belief(self) -> np.ndarray:
+        """The belief block of the particles now (wfrl.features.belief_features)."""
+        from wfrl._core import cage2_red_access, cage2_red_kind
+        from wfrl.features import belief_features
+        return belief_features(np.stack([cage2_red_access(self.sim, i) for i in range(self.n)]),
+                               np.array([cage2_red_kind(self.sim, i) for i in range(self.n)]))
+
     def states(self) -> np.ndarray:
         from wfrl._core import cage2_state
         return np.stack([np.frombuffer(cage2_state(self.sim, i), np.uint8)

@@ -1,0 +1,74 @@
+"""The belief block (csrc/wfrl_belief.h): the compiled block of the particle filter's particles
+equals its plain twin (wfrl.features.belief_features over wfrl.plan.ParticleFilterReference's
+particles) step by step on both codes, and it says what a belief should: shares that sum to one,
+the true red kind sorted out, the true access held with weight."""
+import numpy as np
+import pytest
+
+from wfrl._core import (BELIEF_DIM, PLAN_RED_MEANDER, Cage2Sim, Planner, cage2_red_access,
+                        cage2_red_kind)
+from wfrl.features import TRUTH_DIM, belief_features
+from wfrl.plan import ParticleFilterReference
+from test_plan import _episode_obs, _policy
+
+
+def test_the_plain_block_of_known_particles():
+    ra = np.array([[0] * 13, [2] + [1] * 12, [2] + [0] * 12, [9] * 13], np.uint8)
+    out = belief_features(ra, np.array([0, 1, 1, 2]))
+    assert out.shape == (BELIEF_DIM,) and BELIEF_DIM == TRUTH_DIM + 3
+    np.testing.assert_array_equal(out[0:3], [0.25, 0.0, 0.5])      # host 0: none, -, priv x2
+    np.testing.assert_array_equal(out[3:6], [0.5, 0.25, 0.0])      # a level outside 0..2: none
+    np.testing.assert_array_equal(out[TRUTH_DIM:], [0.25, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("red_set,leaderboard,red", [(7, False, "B_lineAgent"),
+                                                     (7, True, "RedMeanderAgent"),
+                                                     (PLAN_RED_MEANDER, True, "RedMeanderAgent")])
+def test_compiled_block_equals_the_plain_twin_step_by_step(red_set, leaderboard, red):
+    rng = np.random.default_rng(8)
+    actions = rng.integers(0, 145, 30)
+    obs = _episode_obs(red, 21, actions)
+    obs[17] = np.ones(52, np.float32)     # an observation no particle explains: the fallback
+    n, seed, key = 60, 9, 5
+    c = Planner(_policy(), n, 1, 0, 1, 0.0, seed)
+    c.reset(red_set, leaderboard, key)
+    ref = ParticleFilterReference(n, seed)
+    ref.reset(red_set, leaderboard, key)
+    seen = []
+    np.testing.assert_array_equal(c.belief_features(), ref.belief())
+    for t, (a, o) in enumerate(zip(actions, obs)):
+        c.observe(int(a), o)
+        ref.observe(int(a), o)
+        got = c.belief_features()
+        np.testing.assert_array_equal(got, ref.belief(), err_msg=f"step {t}")
+        seen.append(got)
+    seen = np.array(seen)
+    # shares: every host's three levels and the kinds sum to one
+    np.testing.assert_allclose(seen[:, :TRUTH_DIM].reshape(-1, 13, 3).sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(seen[:, TRUTH_DIM:].sum(-1), 1.0, atol=1e-6)
+    assert len({tuple(r) for r in seen}) > 5     # it moves with the episode
+
+
+def test_the_belief_finds_the_red_and_weighs_the_true_access():
+    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.collect.rollout import make_policy
+    from wfrl.workflow import Workflow
+    weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
+    pol = make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True)
+    for red, kind in (("B_lineAgent", 0), ("RedMeanderAgent", 1)):
+        sim = Cage2Sim(1, red)
+        obs, _ = sim.reset(0, 4)
+        p = Planner(pol, 300, 1, 0, 1, 0.0, 1)
+        p.reset(7, False, 4)
+        truth_weight = []
+        for t in range(60):
+            if t:
+                p.observe(a, obs)
+                b = p.belief_features()
+                access = cage2_red_access(sim, 0)
+                truth_weight.append(np.mean([b[3 * h + access[h]] for h in range(13)]))
+            a = p.decide(obs)[0]
+            obs = sim.step(0, a)[0]
+        assert cage2_red_kind(sim, 0) == kind
+        assert b[TRUTH_DIM + kind] > 0.9, (red, b[TRUTH_DIM:])
+        assert np.mean(truth_weight) > 0.8, (red, np.mean(truth_weight))

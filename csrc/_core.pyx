@@ -496,7 +496,7 @@ cdef class MemoryBatch:
     `features` [n, MEM_DIM] and its allowed actions into `allowed` [n, 145] (1 = allowed), the
     input and mask the rollout loop builds at that step. Reference: wfrl.features.MemoryTracker."""
     cdef wfrl_memory *m
-    cdef object _storage, _keep
+    cdef object _storage
     cdef readonly Py_ssize_t n
     cdef readonly object features, allowed
 
@@ -511,17 +511,23 @@ cdef class MemoryBatch:
         for i in range(n):
             wfrl_memory_begin(&self.m[i])
 
-    cdef const uint8_t *_mask(self, mask, what) except? NULL:
+    cdef object _mask(self, mask, what):
+        """mask (bool [n]) as a uint8 array the caller keeps alive while it reads it, or None."""
         if mask is None:
-            return NULL
-        cdef const uint8_t[::1] mv = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
-        _need(mv.shape[0] == self.n, f"MemoryBatch.{what}: mask must have {self.n} entries")
-        self._keep = mv
-        return &mv[0]
+            return None
+        m = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
+        _need(m.ndim == 1 and m.shape[0] == self.n,
+              f"MemoryBatch.{what}: mask must have {self.n} entries")
+        return m
 
     def begin(self, mask=None):
         """Start new episodes: every one, or those where mask (bool [n])."""
-        cdef const uint8_t *mk = self._mask(mask, "begin")
+        keep = self._mask(mask, "begin")
+        cdef const uint8_t[::1] mv
+        cdef const uint8_t *mk = NULL
+        if keep is not None:
+            mv = keep
+            mk = &mv[0]
         cdef Py_ssize_t i
         for i in range(self.n):
             if mk == NULL or mk[i]:
@@ -545,7 +551,12 @@ cdef class MemoryBatch:
         [n]) only those episodes move."""
         _need(obs.shape[0] == self.n and obs.shape[1] >= WFRL_OBS_DIM,
               f"MemoryBatch.update: obs must be [{self.n}, >= {WFRL_OBS_DIM}]")
-        cdef const uint8_t *mk = self._mask(mask, "update")
+        keep = self._mask(mask, "update")
+        cdef const uint8_t[::1] mv
+        cdef const uint8_t *mk = NULL
+        if keep is not None:
+            mv = keep
+            mk = &mv[0]
         cdef float[:, ::1] fv = self.features
         cdef uint8_t[:, ::1] av = self.allowed
         cdef Py_ssize_t i

@@ -1,6 +1,6 @@
 """PPO in one file, in the style of CleanRL's ppo.py, on wfrl's compiled CAGE2 vector env.
 
-    python examples/cleanrl_ppo.py                       # memory block + action mask, mixed red
+    python examples/cleanrl_ppo.py                       # memory + action mask, mixed red, 2M steps
     python examples/cleanrl_ppo.py --env-id wfrl/CAGE2-v0 --total-timesteps 2000000
     python examples/cleanrl_ppo.py --workflow critical_first --alignment-lambda 30
     tensorboard --logdir runs                            # the curves it writes
@@ -47,14 +47,14 @@ class Args:
     red_agent: str = "mixed"
     workflow: str | None = None
     alignment_lambda: float = DEFAULT_LAMBDA
-    total_timesteps: int = 1_000_000
-    num_envs: int = 64
-    num_steps: int = 100            # steps per env per update (one episode)
-    learning_rate: float = 2.5e-4
+    total_timesteps: int = 2_000_000
+    num_envs: int = 16
+    num_steps: int = 128            # steps per env per update
+    learning_rate: float = 3e-4
     anneal_lr: bool = True
     gamma: float = 0.99
     gae_lambda: float = 0.95
-    num_minibatches: int = 4
+    num_minibatches: int = 8
     update_epochs: int = 4
     norm_adv: bool = True
     clip_coef: float = 0.2
@@ -67,6 +67,7 @@ class Args:
     torch_threads: int = 1
     tensorboard: bool = True        # write runs/RUN_NAME (needs the tensorboard package)
     save_model: bool = False
+    eval_episodes: int = 50         # greedy, on fixed B_line-100 episodes after training
     quiet: bool = False
 
 
@@ -133,6 +134,32 @@ def summary_writer(args: Args, run_name: str):
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
         f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()))
     return writer
+
+
+EVAL_SEED = 1_000_000  # first episode seed of the evaluation episodes (far from training seeds)
+
+
+@torch.no_grad()
+def evaluate(agent, args: Args, episodes: int) -> dict:
+    """The greedy policy (argmax over the allowed actions) on `episodes` fixed B_line-100
+    episodes (seeds EVAL_SEED ...), played side by side: mean env return and its se."""
+    kw = {"workflow": args.workflow} if args.env_id == wfrl.envs.RECIPE_ID and args.workflow \
+        else {}
+    envs = gym.make_vec(args.env_id, num_envs=episodes, vectorization_mode="vector_entry_point",
+                        red_agent="B_lineAgent", seed=EVAL_SEED, autoreset_mode="Disabled", **kw)
+    if args.workflow and not kw:
+        envs = VecWorkflowWrapper(envs, args.workflow, args.alignment_lambda)
+    obs, info = envs.reset(seed=EVAL_SEED)
+    total = np.zeros(episodes)
+    for _ in range(wfrl.envs.EP_LEN):
+        logits = agent.actor(torch.as_tensor(obs))
+        if "action_mask" in info:
+            logits = torch.where(torch.as_tensor(info["action_mask"]), logits,
+                                 torch.tensor(-1e8))
+        obs, reward, _, _, info = envs.step(logits.argmax(-1).numpy().astype(np.int32))
+        total += info["env_reward"] if args.workflow else reward
+    envs.close()
+    return {"return": float(total.mean()), "return_se": float(total.std() / np.sqrt(episodes))}
 
 
 def train(args: Args) -> dict:
@@ -279,14 +306,20 @@ def train(args: Args) -> dict:
             print(f"iter {it}/{iterations}: {steps} steps, {sps:,.0f} steps/s, "
                   f"mean episode return {row['mean_return']:.1f}{extra}")
     envs.close()
+    seconds = time.perf_counter() - start
+    greedy = evaluate(agent, args, args.eval_episodes) if args.eval_episodes > 0 else None
+    if greedy is not None and not args.quiet:
+        print(f"trained {steps} steps in {seconds:.1f} s; greedy B_line-100 env return over "
+              f"{args.eval_episodes} fixed episodes: {greedy['return']:.1f} ± "
+              f"{greedy['return_se']:.1f}")
     if args.save_model:
         import os
         os.makedirs(f"runs/{run_name}", exist_ok=True)
         torch.save(agent.state_dict(), f"runs/{run_name}/{args.exp_name}.cleanrl_model")
     if writer:
         writer.close()
-    return {"agent": agent, "history": history, "episodes": len(finished),
-            "seconds": time.perf_counter() - start, "run_name": run_name}
+    return {"agent": agent, "history": history, "episodes": len(finished), "seconds": seconds,
+            "run_name": run_name, "greedy": greedy}
 
 
 def main(argv=None):

@@ -92,6 +92,16 @@ def test_a_bad_file_is_one_line_before_torch(tmp_path, text, message):
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("wfrl: error:"), lines
 
 
+def test_a_run_dir_goes_with_train_and_positionals_stay_on_the_command_line(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "experiment_config.json").write_text('{"seed": 3}')
+    res = _wfrl("eval", "--config", tmp_path / "run", check=False)
+    assert res.returncode == 2 and "go with wfrl train or wfrl exhaustive" in res.stderr
+    (tmp_path / "c.toml").write_text('a = "x.jsonl"\n')
+    res = _wfrl("compare", "p.jsonl", "q.jsonl", "--config", tmp_path / "c.toml", check=False)
+    assert res.returncode == 2 and "an argument of the command line" in res.stderr
+
+
 def test_a_missing_or_corrupt_run_dir_is_one_line(tmp_path):
     res = _wfrl("train", "--config", tmp_path / "nowhere", check=False)
     assert res.returncode == 2 and "no such file" in res.stderr

@@ -99,7 +99,7 @@ def test_cleanrl_style_ppo_runs(one_thread, tmp_path, monkeypatch):
     ex = _load("cleanrl_ppo")
     monkeypatch.chdir(tmp_path)
     out = ex.main(["--total-timesteps", "1600", "--num-envs", "8", "--num-steps", "100",
-                   "--update-epochs", "2", "--quiet", "--save-model"])
+                   "--update-epochs", "2", "--quiet", "--save-model", "--eval-episodes", "5"])
     run = tmp_path / "runs" / out["run_name"]
     assert (run / "cleanrl_ppo.cleanrl_model").is_file()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -110,9 +110,11 @@ def test_cleanrl_style_ppo_runs(one_thread, tmp_path, monkeypatch):
         "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac",
         "losses/explained_variance"}
     assert len(events.Scalars("charts/episodic_return")) == 16   # one per finished episode
+    assert out["greedy"]["return"] < 0 and out["greedy"]["return_se"] >= 0   # the final evaluation
     assert len(out["history"]) == 2 and out["episodes"] == 16
     assert all(np.isfinite(r["mean_return"]) and r["mean_return"] < 0 for r in out["history"])
     out = ex.main(["--total-timesteps", "800", "--num-envs", "8", "--workflow", "critical_first",
-                   "--quiet", "--env-id", "wfrl/CAGE2-v0", "--no-tensorboard"])
+                   "--quiet", "--env-id", "wfrl/CAGE2-v0", "--no-tensorboard",
+                   "--eval-episodes", "0"])
     row = out["history"][-1]
     assert out["episodes"] == 8 and 0.0 <= row["mean_compliance"] <= 1.0

@@ -163,3 +163,32 @@ def test_maskable_ppo_learns_on_the_vector_mask_and_never_takes_a_masked_action(
         acts, _ = model.predict(obs, action_masks=masks, deterministic=False)
         assert masks[np.arange(4), acts].all()
         obs, _, _, _, info = venv.step(acts.astype(np.int32))
+
+
+def test_a_masked_reset_restarts_only_its_envs_on_gymnasiums_vector_env():
+    # gymnasium's own vector envs take "reset_mask" out of the options they are given: the
+    # wrappers read it first (the memory of the envs not reset goes on, so do their fix counts)
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from wfrl.envs.workflow_env import VecWorkflowWrapper
+    inner = SyncVectorEnv([lambda i=i: envs.make(seed=i) for i in range(3)],
+                          autoreset_mode=AutoresetMode.DISABLED)
+    venv = VecActionMaskWrapper(VecWorkflowWrapper(VecMemoryWrapper(inner), "critical_first"))
+    obs, info = venv.reset(seed=0)
+    twins = [MemoryTracker() for _ in range(3)]
+    for t in range(12):
+        for i in range(3):
+            twins[i].update(obs[i, :52])
+        acts = np.full(3, 132 + 9, np.int32)        # Restore User1: a fix every step
+        for i in range(3):
+            twins[i].acted(acts[i])
+        obs, _, _, _, info = venv.step(acts)
+    fixes = info["fixes"].copy()
+    mask = np.array([True, False, False])
+    obs, info = venv.reset(options={"reset_mask": mask})
+    twins[0] = MemoryTracker()
+    for i in range(3):
+        twins[i].update(obs[i, :52])
+        np.testing.assert_array_equal(obs[i, 52:52 + 66], twins[i].features(), err_msg=f"env {i}")
+    assert obs[1, 52 + 65] == pytest.approx(0.12) and obs[0, 52 + 65] == 0.0    # t / 100
+    np.testing.assert_array_equal(info["fixes"], [0, fixes[1], fixes[2]])

@@ -95,7 +95,7 @@ def _add_settings(parser, classes, notes=None, labels=None, exclude=("ppo",)):
 def _add_config(parser):
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="read settings from FILE: TOML with the flags' names as keys "
-                             "(`episodes = 500`), or a run directory / its "
+                             "(`episodes = 500`), or (train, exhaustive) a run directory / its "
                              "experiment_config.json; flags given on the command line win")
     return parser
 
@@ -130,6 +130,10 @@ def _apply_config(parser, a):
     """Fill the settings not given on the command line from --config FILE."""
     from wfrl.config import load_settings_file
     settings, where = load_settings_file(a.config)
+    if (Path(a.config).is_dir() or Path(a.config).suffix == ".json") \
+            and a.command not in ("train", "exhaustive"):
+        raise UserError(f"{where}: a run's saved settings go with wfrl train or wfrl exhaustive; "
+                        f"give wfrl {a.command} a TOML file")
     actions = {x.dest: x for x in _subparser(parser, a)._actions
                if x.dest not in ("help", "config") and not isinstance(x, argparse._SubParsersAction)}
     for name, value in settings.items():
@@ -137,6 +141,8 @@ def _apply_config(parser, a):
         if action is None:
             cmd = a.command + (f" {a.what}" if a.command == "bench" else "")
             raise UserError(f"{where}: wfrl {cmd} has no setting {name!r}")
+        if not action.option_strings:
+            raise UserError(f"{where}: {name!r} is an argument of the command line, not a setting")
         if isinstance(action, argparse._StoreTrueAction):
             if not getattr(a, name):
                 setattr(a, name, _config_value(action, value, where))

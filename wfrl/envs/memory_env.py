@@ -151,8 +151,14 @@ class _VecMemoryBase(VectorWrapper):
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self._mem = _Memory(env.num_envs, mode)
 
-    def _reset(self, obs, options):
+    @staticmethod
+    def _reset_mask(options):
+        """The envs a reset restarts (None: all), read before the inner reset: gymnasium's own
+        vector envs take "reset_mask" out of the options they are given."""
         mask = None if options is None else options.get("reset_mask")
+        return None if mask is None else np.array(mask, np.bool_)
+
+    def _reset(self, obs, mask):
         self._mem.reset(np.asarray(obs, np.float32)[:, :OBS_DIM], mask)
 
     def _step(self, actions, obs, terminations, truncations, info):
@@ -177,8 +183,9 @@ class VecMemoryWrapper(_VecMemoryBase):
         return np.concatenate((np.asarray(obs, np.float32), self._mem.batch.features), axis=1)
 
     def reset(self, *, seed=None, options=None):
+        mask = self._reset_mask(options)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._reset(obs, options)
+        self._reset(obs, mask)
         return self.observations(obs), info
 
     def step(self, actions):
@@ -211,8 +218,9 @@ class VecActionMaskWrapper(_VecMemoryBase):
         return info
 
     def reset(self, *, seed=None, options=None):
+        mask = self._reset_mask(options)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._reset(obs, options)
+        self._reset(obs, mask)
         return obs, self._with_mask(info)
 
     def step(self, actions):

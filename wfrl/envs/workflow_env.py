@@ -233,8 +233,11 @@ class VecWorkflowWrapper(VectorWrapper):
         return info
 
     def reset(self, *, seed=None, options=None):
-        obs, info = self.env.reset(seed=seed, options=options)
+        # read before the inner reset: gymnasium's own vector envs take "reset_mask" out of the
+        # options they are given
         mask = None if options is None else options.get("reset_mask")
+        mask = None if mask is None else np.array(mask, np.bool_)
+        obs, info = self.env.reset(seed=seed, options=options)
         tr = self._t
         tr.begin(mask)
         sel = slice(None) if mask is None else mask

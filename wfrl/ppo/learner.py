@@ -439,9 +439,11 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
 
     def _split_possible(self) -> bool:
         """The part of _split_ok that the learner's settings decide once: the split is enabled,
-        the backward is the hand-written one, each network is clipped alone, no KL stop."""
+        the backward is the hand-written one, each network is clipped alone, no KL stop, and
+        torch's private path (wfrl.ppo.optim.private_paths: the split steps Adam per network)."""
         cfg = self.cfg
-        return self.split and self.manual and cfg.clip_per_net and cfg.target_kl == 0
+        return (self.split and self.private and self.manual and cfg.clip_per_net
+                and cfg.target_kl == 0)
 
     def preparer(self, before: int):
         """A function of a batch that returns its Prepared for this learner's next update but

@@ -69,7 +69,7 @@ def _adam(params, lr: float, fused: bool):
     return cls(params, lr=lr, eps=1e-5)
 
 
-def _clip_grad_norm(params: list, max_norm: float, private: bool = True) -> None:
+def _clip_grad_norm(params: list, max_norm: float, private: bool) -> None:
     """torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True) on one group of float32
     CPU parameters; on the private path without its ~40 µs of Python around four kernels
     (grouping by device and dtype, checks): the same operations on the same values, so the same

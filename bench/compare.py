@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,10 @@ def run_bench(tests, json_path, progress=print) -> None:
            str(json_path), "-q", "-p", "no:cacheprovider", "--benchmark-columns=median,rounds"]
     if progress:
         progress("  running " + " ".join(sorted(set(tests))))
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    # (a pytest run's own PYTEST_* variables stay out: under pytest-xdist's PYTEST_XDIST_WORKER,
+    # pytest-benchmark turns itself off)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if progress and res.returncode not in (0, 1):
         progress(res.stdout[-2000:] + res.stderr[-2000:])
 

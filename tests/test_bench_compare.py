@@ -80,13 +80,16 @@ def _bench_run(tmp_path, name, plant=None):
     """`pytest bench/test_bench_vec.py::test_vec_targets --benchmark-json F` (with the planted
     slowdown WFRL_BENCH_PLANT=slow_vec, if asked); returns F."""
     out = tmp_path / f"{name}.json"
-    env = {k: v for k, v in os.environ.items() if k != "WFRL_BENCH_PLANT"}
+    # a pytest of its own: without this test process's PYTEST_* variables (with pytest-xdist's
+    # PYTEST_XDIST_WORKER set, pytest-benchmark turns itself off and writes no JSON)
+    env = {k: v for k, v in os.environ.items()
+           if k != "WFRL_BENCH_PLANT" and not k.startswith("PYTEST_")}
     if plant:
         env["WFRL_BENCH_PLANT"] = plant
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    "bench/test_bench_vec.py::test_vec_targets", "--benchmark-json", str(out)],
-                   cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    assert out.exists()
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "bench/test_bench_vec.py::test_vec_targets", "--benchmark-json",
+                          str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert out.exists(), res.stdout[-3000:] + res.stderr[-2000:]
     return out
 
 

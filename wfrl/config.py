@@ -618,10 +618,7 @@ def load_settings_file(path) -> tuple[dict, str]:
         except ValueError as exc:
             raise UserError(f"{where}: not valid JSON ({exc})") from None
     else:
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib
+        import tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

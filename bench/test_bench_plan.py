@@ -55,3 +55,54 @@ def test_plan_default_budget(benchmark, planning):
     print(f"\nplan: {100 / benchmark.stats.stats.median:.1f} decisions/s, per decision median "
           f"{med:.2f} ms, p95 {p95:.2f} ms, max {t.max():.2f} ms")
     assert med <= MAX_MEDIAN_MS, med
+
+
+def test_belief_update_cost(benchmark, planning):
+    """What a belief input would cost per step: the particle filter's update (Planner.observe)
+    and its block (belief_features) for N particles, against one acting step of the shipped
+    policy (its greedy forward pass and the simulator's step), on the same B_line episodes.
+    Recorded: µs per step for each N and the share of the acting rate that acting plus the
+    belief would keep. Asserted: the update grows no faster than its particles (16 to 256: at
+    most 1.5 x 16 times the cost), the filter's design."""
+    from wfrl._core import Cage2Sim, Planner
+    pol = planning.policy
+    ns = (16, 32, 64, 128, 256)
+    act_planner = Planner(pol, 1, 1, 0, 1, 0.0, 0)
+    planners = {n: Planner(pol, n, 1, 0, 1, 0.0, 0) for n in ns}
+    per_step = {"act": [], **{n: [] for n in ns}}
+    sim = Cage2Sim(1, "B_lineAgent")
+    seeds = iter(range(10 ** 6))
+
+    def episode():
+        seed = next(seeds)
+        obs, _ = sim.reset(0, seed)
+        act_planner.reset(7, False, seed)
+        for p in planners.values():
+            p.reset(7, False, seed)
+        acts, t_act = [], time.process_time()
+        for t in range(100):
+            if t:
+                act_planner.observe(acts[-1], obs)
+            acts.append(act_planner.decide(obs)[0])
+            obs = sim.step(0, acts[-1])[0]
+        per_step["act"].append((time.process_time() - t_act) / 100)
+        obs0, _ = sim.reset(0, seed)
+        observed = [obs0] + [sim.step(0, a)[0] for a in acts[:-1]]
+        for n, p in planners.items():
+            t0 = time.process_time()
+            for a, o in zip(acts[:-1], observed[1:]):
+                p.observe(a, o)
+                p.belief_features()
+            per_step[n].append((time.process_time() - t0) / 99)
+
+    benchmark.group = "plan-belief"
+    benchmark.pedantic(episode, rounds=6, iterations=1, warmup_rounds=1)
+    med = {k: float(np.median(v[1:])) for k, v in per_step.items()}
+    act = med["act"]
+    benchmark.extra_info["act_us_per_step"] = act * 1e6
+    for n in ns:
+        benchmark.extra_info[f"belief_{n}_us_per_step"] = med[n] * 1e6
+        benchmark.extra_info[f"belief_{n}_rate_kept"] = act / (act + med[n])
+    print("\nacting step %.1f us; belief update + block per step: %s" % (act * 1e6, ", ".join(
+        f"N={n} {med[n] * 1e6:.1f} us (rate kept {act / (act + med[n]):.2f})" for n in ns)))
+    assert med[256] <= 1.5 * 16 * med[16], med

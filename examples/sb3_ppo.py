@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 import wfrl.envs
-from wfrl.envs.memory_env import VecActionMaskWrapper, VecMemoryWrapper
+from wfrl.envs.memory_env import VecActionMaskWrapper, VecBeliefWrapper, VecMemoryWrapper
 from wfrl.envs.workflow_env import DEFAULT_LAMBDA, VecWorkflowWrapper
 
 EVAL_SEED = 1_000_000  # first episode seed of the evaluation episodes (far from training seeds)
@@ -38,21 +38,23 @@ MODEL_ENV = "WFRL_SB3_MODEL"  # the saved model agent() loads
 
 
 def make_env(n_envs, red_agent, seed, workflow=None, lam=DEFAULT_LAMBDA, autoreset="SameStep",
-             mask=False, memory=False):
+             mask=False, memory=False, belief=0):
     venv = wfrl.envs.make_vec(n_envs, red_agent, seed, autoreset_mode=autoreset)
     if memory:
         venv = VecMemoryWrapper(venv)
+    if belief:
+        venv = VecBeliefWrapper(venv, particles=belief, seed=seed)
     if workflow:
         venv = VecWorkflowWrapper(venv, workflow, lam)
     return VecActionMaskWrapper(venv) if mask else venv
 
 
 def evaluate(policy, episodes=50, red_agent="B_lineAgent", seed=EVAL_SEED, workflow=None,
-             lam=DEFAULT_LAMBDA, mask=False, memory=False):
+             lam=DEFAULT_LAMBDA, mask=False, memory=False, belief=0):
     """Mean env return (and mean compliance with a workflow) of `policy(obs [n, d], masks [n, 145]
     or None) → actions [n]` over `episodes` episodes with seeds seed .. seed + episodes − 1,
     played side by side."""
-    env = make_env(episodes, red_agent, seed, workflow, lam, "Disabled", mask, memory)
+    env = make_env(episodes, red_agent, seed, workflow, lam, "Disabled", mask, memory, belief)
     obs, _ = env.reset()
     total = np.zeros(episodes)
     info = {}
@@ -80,7 +82,7 @@ def model_policy(model):
 
 def train(total_timesteps=2_000_000, n_envs=16, n_steps=128, seed=0, red_agent="mixed",
           workflow=None, lam=DEFAULT_LAMBDA, learning_rate=3e-4, verbose=0, mask=False,
-          memory=False, tensorboard=None):
+          memory=False, tensorboard=None, belief=0):
     """Train SB3's PPO (MlpPolicy; MaskablePPO with mask) on n_envs simulated envs; returns the
     model."""
     from stable_baselines3.common.logger import HumanOutputFormat, Logger, configure
@@ -91,7 +93,8 @@ def train(total_timesteps=2_000_000, n_envs=16, n_steps=128, seed=0, red_agent="
     else:
         from stable_baselines3 import PPO as Algo
     venv = SB3VecEnv(make_env(n_envs, red_agent, seed * 100_003, workflow, lam, mask=mask,
-                              memory=memory), info_keys=("env_reward", "compliance"))
+                              memory=memory, belief=belief),
+                     info_keys=("env_reward", "compliance"))
     model = Algo("MlpPolicy", venv, n_steps=n_steps, batch_size=min(256, n_envs * n_steps),
                  n_epochs=4, learning_rate=learning_rate, gamma=0.99, seed=seed, device="cpu",
                  verbose=verbose)
@@ -114,6 +117,9 @@ class Agent:
         path = path if path.endswith(".zip") else path + ".zip"
         with open(path + ".json") as f:
             self.settings = json.load(f)
+        if self.settings.get("belief"):
+            raise ValueError("a model trained with --belief reads the belief block, which agent() "
+                             "does not rebuild")
         if self.settings["mask"]:
             from sb3_contrib import MaskablePPO as Algo
         else:
@@ -162,6 +168,9 @@ def main(argv=None):
                    "Meander per episode); the evaluation plays B_lineAgent")
     p.add_argument("--mask", action="store_true", help="MaskablePPO with the action mask")
     p.add_argument("--memory", action="store_true", help="the memory block in the observation")
+    p.add_argument("--belief", type=int, default=0, metavar="N", help="the belief block of a "
+                   "particle filter with N particles in the observation (0: none; training and "
+                   "the example's evaluation only, not agent())")
     p.add_argument("--workflow", default=None, help="e.g. critical_first or op_server,...")
     p.add_argument("--alignment-lambda", type=float, default=DEFAULT_LAMBDA)
     p.add_argument("--eval-episodes", type=int, default=50)
@@ -173,27 +182,34 @@ def main(argv=None):
     t0 = time.perf_counter()
     model = train(a.total_timesteps, a.n_envs, a.n_steps, a.seed, a.red_agent, a.workflow,
                   a.alignment_lambda, verbose=a.verbose, mask=a.mask, memory=a.memory,
-                  tensorboard=a.tensorboard)
+                  tensorboard=a.tensorboard, belief=a.belief)
     seconds = time.perf_counter() - t0
     ev = dict(episodes=a.eval_episodes, red_agent="B_lineAgent", workflow=a.workflow,
-              lam=a.alignment_lambda, mask=a.mask, memory=a.memory)
+              lam=a.alignment_lambda, mask=a.mask, memory=a.memory, belief=a.belief)
     trained = evaluate(model_policy(model), **ev)
     rand = evaluate(random_policy(a.seed), **ev)
+    meander = evaluate(model_policy(model), **{**ev, "red_agent": "RedMeanderAgent"})
     print(f"trained {a.total_timesteps} steps in {seconds:.1f} s; "
           f"mean B_line-100 env return over {a.eval_episodes} fixed episodes: "
           f"PPO {trained['return']:.1f} ± {trained['return_se']:.1f}, "
           f"uniform random {rand['return']:.1f} ± {rand['return_se']:.1f}")
+    print(f"mean Meander-100 env return over {a.eval_episodes} fixed episodes: PPO "
+          f"{meander['return']:.1f} ± {meander['return_se']:.1f}")
     if a.workflow:
         print(f"compliance: PPO {trained['compliance']:.3f}, random {rand['compliance']:.3f}")
+    if a.belief and a.save:
+        print("note: agent() does not rebuild the belief block; this model is for the simulator")
     if a.save:
         model.save(a.save)
-        settings = {"mask": a.mask, "memory": a.memory, "workflow": a.workflow,
+        settings = {"mask": a.mask, "memory": a.memory, "belief": a.belief,
+                    "workflow": a.workflow,
                     "total_timesteps": a.total_timesteps, "seed": a.seed,
                     "red_agent": a.red_agent, "train_seconds": round(seconds, 1)}
         path = a.save if a.save.endswith(".zip") else a.save + ".zip"
         with open(path + ".json", "w") as f:
             json.dump(settings, f, indent=1)
-    return {"trained": trained, "random": rand, "seconds": seconds, "model": model}
+    return {"trained": trained, "random": rand, "meander": meander, "seconds": seconds,
+            "model": model}
 
 
 if __name__ == "__main__":

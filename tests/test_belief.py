@@ -72,3 +72,51 @@ def test_the_belief_finds_the_red_and_weighs_the_true_access():
         assert cage2_red_kind(sim, 0) == kind
         assert b[TRUTH_DIM + kind] > 0.9, (red, b[TRUTH_DIM:])
         assert np.mean(truth_weight) > 0.8, (red, np.mean(truth_weight))
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_the_vector_belief_wrapper_equals_the_plain_filter_step_by_step(mode):
+    import wfrl.envs as envs
+    from wfrl.envs.memory_env import VecBeliefWrapper
+    n, particles, seed = 2, 24, 3
+    venv = VecBeliefWrapper(envs.make_vec(n, "mixed", 7, autoreset_mode=mode, max_steps=30),
+                            particles=particles, seed=seed)
+    refs = [ParticleFilterReference(particles, seed) for _ in range(n)]
+    episodes = [0] * n
+
+    def begin(i):
+        refs[i].reset(7, False, episodes[i] * 1024 + i)
+        episodes[i] += 1
+
+    obs, _ = venv.reset()
+    for i in range(n):
+        begin(i)
+    rng = np.random.default_rng(1)
+    resets_next = np.zeros(n, bool)
+    for t in range(75):
+        for i in range(n):
+            np.testing.assert_array_equal(obs[i, 52:], refs[i].belief(), err_msg=f"{mode} {i} {t}")
+        acts = rng.integers(0, 145, n).astype(np.int32)
+        obs, _, term, trunc, info = venv.step(acts)
+        done = term | trunc
+        for i in range(n):
+            if mode == "NextStep" and resets_next[i]:
+                begin(i)
+            elif mode == "SameStep" and done[i]:
+                refs[i].observe(int(acts[i]), info["final_obs"][i][:52])
+                np.testing.assert_array_equal(info["final_obs"][i][52:], refs[i].belief())
+                begin(i)
+            else:
+                refs[i].observe(int(acts[i]), obs[i, :52])
+        resets_next = done if mode == "NextStep" else resets_next
+    assert min(episodes) >= 3
+
+
+def test_the_belief_wrapper_refuses_bad_settings():
+    import wfrl.envs as envs
+    from wfrl.envs.memory_env import VecBeliefWrapper
+    from wfrl.errors import UserError
+    with pytest.raises(UserError, match="particles"):
+        VecBeliefWrapper(envs.make_vec(2), particles=0)
+    with pytest.raises(UserError, match="unknown plan red"):
+        VecBeliefWrapper(envs.make_vec(2), red="Blue")

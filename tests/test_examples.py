@@ -60,6 +60,19 @@ def test_maskable_ppo_example_and_its_agent_in_the_cage2_loop(one_thread, tmp_pa
 
 
 @pytest.mark.sb3
+def test_sb3_example_with_the_belief_block(one_thread, tmp_path, monkeypatch):
+    ex = _load("sb3_ppo")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = tmp_path / "belief.zip"
+    out = ex.main(["--total-timesteps", "2048", "--belief", "8", "--eval-episodes", "4",
+                   "--save", str(model)])
+    assert out["model"].observation_space.shape == (52 + 42,)
+    monkeypatch.setenv(ex.MODEL_ENV, str(model))
+    with pytest.raises(ValueError, match="belief"):
+        ex.agent()
+
+
+@pytest.mark.sb3
 def test_sb3_ppo_verbose_logs_to_stdout_only(tmp_path, monkeypatch, capsys, one_thread):
     ex = _load("sb3_ppo")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -227,3 +227,84 @@ class VecActionMaskWrapper(_VecMemoryBase):
         obs, rewards, terminations, truncations, info = self.env.step(actions)
         self._step(actions, obs, terminations, truncations, info)
         return obs, rewards, terminations, truncations, self._with_mask(info)
+
+
+class VecBeliefWrapper(_VecMemoryBase):
+    """A CAGE2 VectorEnv whose observations carry each env's belief block: [n, d + BELIEF_DIM]
+    (wfrl.features.BELIEF_DIM = 42: per host the share of particles in which red has no, user or
+    privileged access, then the share of each red kind), from a compiled particle filter per env
+    (csrc/wfrl_plan.h, wfrl_belief.h) fed the env's observations and the actions taken.
+
+    particles: N per env; red: the particles' red kinds ("mixture": B_line, Meander and Sleep in
+    equal shares, or one red agent's name); leaderboard: the particles play by the leaderboard's
+    CybORG code (match the env's backend); seed: the filters' random streams (with each env's
+    episode count, so a run is deterministic in it). Its plain twin is
+    wfrl.plan.ParticleFilterReference with wfrl.features.belief_features."""
+
+    def __init__(self, env, particles: int = 64, red: str = "mixture", leaderboard: bool = False,
+                 seed: int = 0):
+        super().__init__(env, "VecBeliefWrapper")
+        from wfrl.features import BELIEF_DIM
+        from wfrl.plan import red_set
+        n = env.num_envs
+        self.particles = int(particles)
+        if not 1 <= self.particles <= 100_000:
+            raise UserError(f"particles must lie in [1, 100000], got {particles}")
+        self._red_bits = red_set(red)
+        self._leaderboard = bool(leaderboard)
+        self._seed = int(seed)
+        weights = np.zeros(_core.mlp_n_params(1, _core.in_dim(False)), np.float32)
+        cond = np.zeros(25, np.float32)
+        # the Planner is used for its belief only: it never asks this policy for an action
+        idle = _core.Policy(weights, 1, cond, np.arange(5, dtype=np.uint8), 0.0)
+        self._filters = [_core.Planner(idle, self.particles, 1, 0, 1, 0.0, self._seed)
+                         for _ in range(n)]
+        self._episodes = np.zeros(n, np.int64)
+        self.features = np.zeros((n, BELIEF_DIM), np.float32)
+        d = env.single_observation_space.shape[0]
+        self.single_observation_space = spaces.Box(0.0, 1.0, (d + BELIEF_DIM,), dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, n)
+
+    def _begin(self, i):
+        self._filters[i].reset(self._red_bits, self._leaderboard, int(self._episodes[i]) * 1024 + i)
+        self._episodes[i] += 1
+        self.features[i] = self._filters[i].belief_features()
+
+    def _observe(self, i, action, obs):
+        f = self._filters[i]
+        f.observe(int(action), np.ascontiguousarray(obs[:OBS_DIM], np.float32))
+        return f.belief_features()
+
+    def observations(self, obs):
+        return np.concatenate((np.asarray(obs, np.float32), self.features), axis=1)
+
+    def reset(self, *, seed=None, options=None):
+        mask = self._reset_mask(options)
+        obs, info = self.env.reset(seed=seed, options=options)
+        for i in range(self.num_envs):
+            if mask is None or mask[i]:
+                self._begin(i)
+        return self.observations(obs), info
+
+    def step(self, actions):
+        pending = self._mem._pending.copy()   # NEXT_STEP: these envs reset in this step
+        obs, rewards, terminations, truncations, info = self.env.step(actions)
+        done = np.asarray(terminations) | np.asarray(truncations)
+        self._mem.step(actions, np.asarray(obs, np.float32)[:, :OBS_DIM], done,
+                       None if "final_obs" not in info else
+                       [None if o is None else np.asarray(o)[:OBS_DIM] for o in info["final_obs"]])
+        acts = np.asarray(actions).reshape(self.num_envs)
+        same_step = self._mem.mode is AutoresetMode.SAME_STEP
+        last = info["final_obs"].copy() if same_step and done.any() else None
+        for i in range(self.num_envs):
+            if pending[i] and self._mem.mode is AutoresetMode.NEXT_STEP:
+                self._begin(i)
+            elif same_step and done[i]:
+                final = self._observe(i, acts[i], last[i])
+                last[i] = np.concatenate((np.asarray(last[i], np.float32), final))
+                self._begin(i)
+            else:
+                self.features[i] = self._observe(i, acts[i], obs[i])
+        if last is not None:
+            info["final_obs"] = last
+        return self.observations(obs), rewards, terminations, truncations, info

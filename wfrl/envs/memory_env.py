@@ -245,12 +245,15 @@ class VecBeliefWrapper(_VecMemoryBase):
                  seed: int = 0):
         super().__init__(env, "VecBeliefWrapper")
         from wfrl.features import BELIEF_DIM
-        from wfrl.plan import red_set
         n = env.num_envs
         self.particles = int(particles)
         if not 1 <= self.particles <= 100_000:
             raise UserError(f"particles must lie in [1, 100000], got {particles}")
-        self._red_bits = red_set(red)
+        bits = {"mixture": 7, "B_lineAgent": _core.PLAN_RED_BLINE,
+                "RedMeanderAgent": _core.PLAN_RED_MEANDER, "SleepAgent": _core.PLAN_RED_SLEEP}
+        if red not in bits:
+            raise UserError(f"unknown plan red {red!r} (choose from {', '.join(bits)})")
+        self._red_bits = bits[red]
         self._leaderboard = bool(leaderboard)
         self._seed = int(seed)
         weights = np.zeros(_core.mlp_n_params(1, _core.in_dim(False)), np.float32)

@@ -512,9 +512,10 @@ cdef class MemoryBatch:
             wfrl_memory_begin(&self.m[i])
 
     cdef object _mask(self, mask, what):
-        """mask (bool [n]) as a uint8 array the caller keeps alive while it reads it, or None."""
+        """mask (bool [n]; None: every episode) as a uint8 array, which the caller holds while
+        it reads it."""
         if mask is None:
-            return None
+            return np.ones(self.n, np.uint8)
         m = np.ascontiguousarray(mask, dtype=np.bool_).view(np.uint8)
         _need(m.ndim == 1 and m.shape[0] == self.n,
               f"MemoryBatch.{what}: mask must have {self.n} entries")
@@ -522,15 +523,10 @@ cdef class MemoryBatch:
 
     def begin(self, mask=None):
         """Start new episodes: every one, or those where mask (bool [n])."""
-        keep = self._mask(mask, "begin")
-        cdef const uint8_t[::1] mv
-        cdef const uint8_t *mk = NULL
-        if keep is not None:
-            mv = keep
-            mk = &mv[0]
+        cdef const uint8_t[::1] mk = self._mask(mask, "begin")
         cdef Py_ssize_t i
         for i in range(self.n):
-            if mk == NULL or mk[i]:
+            if mk[i]:
                 wfrl_memory_begin(&self.m[i])
 
     def acted(self, const int32_t[::1] actions):
@@ -551,18 +547,13 @@ cdef class MemoryBatch:
         [n]) only those episodes move."""
         _need(obs.shape[0] == self.n and obs.shape[1] >= WFRL_OBS_DIM,
               f"MemoryBatch.update: obs must be [{self.n}, >= {WFRL_OBS_DIM}]")
-        keep = self._mask(mask, "update")
-        cdef const uint8_t[::1] mv
-        cdef const uint8_t *mk = NULL
-        if keep is not None:
-            mv = keep
-            mk = &mv[0]
+        cdef const uint8_t[::1] mk = self._mask(mask, "update")
         cdef float[:, ::1] fv = self.features
         cdef uint8_t[:, ::1] av = self.allowed
         cdef Py_ssize_t i
         with nogil:
             for i in range(self.n):
-                if mk == NULL or mk[i]:
+                if mk[i]:
                     wfrl_memory_update(&self.m[i], &obs[i, 0])
                     wfrl_memory_features(&self.m[i], &fv[i, 0])
                     wfrl_memory_mask(&self.m[i], &av[i, 0])

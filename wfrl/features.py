@@ -204,6 +204,10 @@ def truth_features(red_access: np.ndarray) -> np.ndarray:
 # -- the belief block (csrc/wfrl_belief.h) --------------------------------------------------------
 BELIEF_KINDS = 3            # B_line, Meander, Sleep
 BELIEF_DIM = TRUTH_DIM + BELIEF_KINDS
+# the particles' red kinds as the compiled filter takes them (WFRL_PLAN_RED_* bits); "mixture"
+# is every kind in equal shares
+PARTICLE_RED_BITS = {"B_lineAgent": 1, "RedMeanderAgent": 2, "SleepAgent": 4}
+MIXTURE_RED_BITS = 7
 
 
 def belief_features(red_access: np.ndarray, red_kinds: np.ndarray) -> np.ndarray:

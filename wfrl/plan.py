@@ -24,7 +24,6 @@ from wfrl.errors import UserError
 from wfrl.rng import MASK, Xoshiro256, splitmix64
 
 PLAN_REDS = ("mixture", "known")
-_RED_BITS = {"B_lineAgent": 1, "RedMeanderAgent": 2, "SleepAgent": 4}
 _KIND_NAMES = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 
 
@@ -73,8 +72,9 @@ class PlanBudget:
 
 def red_set(red: str, episode_red: str | None = None) -> int:
     """The PLAN_RED_* bits of the particles' red kinds (see the module docstring)."""
+    from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
     if red == "mixture":
-        return 7
+        return MIXTURE_RED_BITS
     if red == "known":
         if episode_red is None:
             raise UserError("--plan-red known needs the episode's red agent")

@@ -83,3 +83,15 @@ def backend_engine(name: str) -> str:
 def is_leaderboard(name: str) -> bool:
     """The backend plays by the code the CAGE2 leaderboard was scored on."""
     return check_backend(name).endswith(LEADERBOARD)
+
+
+def check_cage2_box(space, what: str) -> int:
+    """The width d of a Box observation whose first 52 floats are CAGE2's (the bare env's, or
+    one the memory, belief or workflow wrappers extended); else a UserError naming `what`."""
+    from gymnasium import spaces
+
+    from wfrl.errors import UserError
+    if not isinstance(space, spaces.Box) or len(space.shape) != 1 or space.shape[0] < OBS_DIM:
+        raise UserError(f"{what} needs Box observations whose first {OBS_DIM} floats are CAGE2's, "
+                        f"got {space}")
+    return space.shape[0]

@@ -35,15 +35,9 @@ from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 import wfrl._core as _core
-from wfrl.envs.base import N_ACTIONS, OBS_DIM
+from wfrl.envs.base import N_ACTIONS, OBS_DIM, check_cage2_box
 from wfrl.errors import UserError
 from wfrl.features import MEM_DIM
-
-
-def _check_cage2_box(space, what):
-    if not isinstance(space, spaces.Box) or len(space.shape) != 1 or space.shape[0] < OBS_DIM:
-        raise UserError(f"{what} needs Box observations whose first {OBS_DIM} floats are CAGE2's, "
-                        f"got {space}")
 
 
 def _rows(obs):
@@ -53,11 +47,10 @@ def _rows(obs):
 class _Memory:
     """A MemoryBatch driven by gymnasium's reset/step of one env or a vector env."""
 
-    def __init__(self, n, autoreset_mode=AutoresetMode.NEXT_STEP):
+    def __init__(self, n, autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP):
         self.n = n
         self.batch = _core.MemoryBatch(n)
-        mode = autoreset_mode
-        self.mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+        self.mode = autoreset_mode
         self._pending = np.zeros(n, np.bool_)  # NEXT_STEP: the env resets at its next step
         self._acts = np.zeros(n, np.int32)
 
@@ -97,7 +90,7 @@ class MemoryWrapper(gym.ObservationWrapper):
 
     def __init__(self, env):
         super().__init__(env)
-        _check_cage2_box(env.observation_space, "MemoryWrapper")
+        check_cage2_box(env.observation_space, "MemoryWrapper")
         d = env.observation_space.shape[0]
         self.observation_space = spaces.Box(0.0, 1.0, (d + MEM_DIM,), dtype=np.float32)
         self._mem = _Memory(1)
@@ -122,7 +115,7 @@ class ActionMaskWrapper(gym.Wrapper):
 
     def __init__(self, env):
         super().__init__(env)
-        _check_cage2_box(env.observation_space, "ActionMaskWrapper")
+        check_cage2_box(env.observation_space, "ActionMaskWrapper")
         if not isinstance(env.action_space, spaces.Discrete) or env.action_space.n != N_ACTIONS:
             raise UserError(f"ActionMaskWrapper needs CAGE2's Discrete({N_ACTIONS}) actions")
         self._mem = _Memory(1)
@@ -144,19 +137,23 @@ class ActionMaskWrapper(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+def _reset_mask(options):
+    """The envs a reset restarts (None: all), read before the inner reset: gymnasium's own vector
+    envs take "reset_mask" out of the options they are given."""
+    mask = None if options is None else options.get("reset_mask")
+    return None if mask is None else np.array(mask, np.bool_)
+
+
+def _autoreset_mode(env) -> AutoresetMode:
+    from wfrl.envs.vector import check_autoreset_mode
+    return check_autoreset_mode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+
+
 class _VecMemoryBase(VectorWrapper):
     def __init__(self, env, what):
         super().__init__(env)
-        _check_cage2_box(env.single_observation_space, what)
-        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        self._mem = _Memory(env.num_envs, mode)
-
-    @staticmethod
-    def _reset_mask(options):
-        """The envs a reset restarts (None: all), read before the inner reset: gymnasium's own
-        vector envs take "reset_mask" out of the options they are given."""
-        mask = None if options is None else options.get("reset_mask")
-        return None if mask is None else np.array(mask, np.bool_)
+        check_cage2_box(env.single_observation_space, what)
+        self._mem = _Memory(env.num_envs, _autoreset_mode(env))
 
     def _reset(self, obs, mask):
         self._mem.reset(np.asarray(obs, np.float32)[:, :OBS_DIM], mask)
@@ -183,7 +180,7 @@ class VecMemoryWrapper(_VecMemoryBase):
         return np.concatenate((np.asarray(obs, np.float32), self._mem.batch.features), axis=1)
 
     def reset(self, *, seed=None, options=None):
-        mask = self._reset_mask(options)
+        mask = _reset_mask(options)
         obs, info = self.env.reset(seed=seed, options=options)
         self._reset(obs, mask)
         return self.observations(obs), info
@@ -218,7 +215,7 @@ class VecActionMaskWrapper(_VecMemoryBase):
         return info
 
     def reset(self, *, seed=None, options=None):
-        mask = self._reset_mask(options)
+        mask = _reset_mask(options)
         obs, info = self.env.reset(seed=seed, options=options)
         self._reset(obs, mask)
         return obs, self._with_mask(info)
@@ -229,7 +226,7 @@ class VecActionMaskWrapper(_VecMemoryBase):
         return obs, rewards, terminations, truncations, self._with_mask(info)
 
 
-class VecBeliefWrapper(_VecMemoryBase):
+class VecBeliefWrapper(VectorWrapper):
     """A CAGE2 VectorEnv whose observations carry each env's belief block: [n, d + BELIEF_DIM]
     (wfrl.features.BELIEF_DIM = 42: per host the share of particles in which red has no, user or
     privileged access, then the share of each red kind), from a compiled particle filter per env
@@ -243,17 +240,19 @@ class VecBeliefWrapper(_VecMemoryBase):
 
     def __init__(self, env, particles: int = 64, red: str = "mixture", leaderboard: bool = False,
                  seed: int = 0):
-        super().__init__(env, "VecBeliefWrapper")
-        from wfrl.features import BELIEF_DIM
+        super().__init__(env)
+        from wfrl.features import BELIEF_DIM, MIXTURE_RED_BITS, PARTICLE_RED_BITS
+        check_cage2_box(env.single_observation_space, "VecBeliefWrapper")
         n = env.num_envs
         self.particles = int(particles)
         if not 1 <= self.particles <= 100_000:
             raise UserError(f"particles must lie in [1, 100000], got {particles}")
-        bits = {"mixture": 7, "B_lineAgent": _core.PLAN_RED_BLINE,
-                "RedMeanderAgent": _core.PLAN_RED_MEANDER, "SleepAgent": _core.PLAN_RED_SLEEP}
+        bits = {"mixture": MIXTURE_RED_BITS, **PARTICLE_RED_BITS}
         if red not in bits:
             raise UserError(f"unknown plan red {red!r} (choose from {', '.join(bits)})")
         self._red_bits = bits[red]
+        self._mode = _autoreset_mode(env)
+        self._resets_next = np.zeros(n, np.bool_)   # NEXT_STEP: these envs reset at their next step
         self._leaderboard = bool(leaderboard)
         self._seed = int(seed)
         weights = np.zeros(_core.mlp_n_params(1, _core.in_dim(False)), np.float32)
@@ -282,25 +281,22 @@ class VecBeliefWrapper(_VecMemoryBase):
         return np.concatenate((np.asarray(obs, np.float32), self.features), axis=1)
 
     def reset(self, *, seed=None, options=None):
-        mask = self._reset_mask(options)
+        mask = _reset_mask(options)
         obs, info = self.env.reset(seed=seed, options=options)
         for i in range(self.num_envs):
             if mask is None or mask[i]:
                 self._begin(i)
+                self._resets_next[i] = False
         return self.observations(obs), info
 
     def step(self, actions):
-        pending = self._mem._pending.copy()   # NEXT_STEP: these envs reset in this step
         obs, rewards, terminations, truncations, info = self.env.step(actions)
         done = np.asarray(terminations) | np.asarray(truncations)
-        self._mem.step(actions, np.asarray(obs, np.float32)[:, :OBS_DIM], done,
-                       None if "final_obs" not in info else
-                       [None if o is None else np.asarray(o)[:OBS_DIM] for o in info["final_obs"]])
         acts = np.asarray(actions).reshape(self.num_envs)
-        same_step = self._mem.mode is AutoresetMode.SAME_STEP
+        same_step = self._mode is AutoresetMode.SAME_STEP
         last = info["final_obs"].copy() if same_step and done.any() else None
         for i in range(self.num_envs):
-            if pending[i] and self._mem.mode is AutoresetMode.NEXT_STEP:
+            if self._resets_next[i]:   # this step started env i's next episode
                 self._begin(i)
             elif same_step and done[i]:
                 final = self._observe(i, acts[i], last[i])
@@ -308,6 +304,8 @@ class VecBeliefWrapper(_VecMemoryBase):
                 self._begin(i)
             else:
                 self.features[i] = self._observe(i, acts[i], obs[i])
+        if self._mode is AutoresetMode.NEXT_STEP:
+            self._resets_next[:] = done
         if last is not None:
             info["final_obs"] = last
         return self.observations(obs), rewards, terminations, truncations, info

@@ -32,7 +32,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
-from wfrl.envs.base import N_HOSTS, OBS_DIM
+from wfrl.envs.base import N_HOSTS, check_cage2_box
 from wfrl.errors import UserError
 from wfrl.workflow import COND_DIM, N_TYPES, Workflow
 
@@ -71,15 +71,6 @@ def _check_not_conditioned(env, what):
         env = getattr(env, "env", None)
         if env is None:
             return
-
-
-def _check_obs_space(space, what) -> int:
-    """The width d of a Box observation whose first 52 floats are CAGE2's (the bare env's, or one
-    that wfrl.envs.memory_env's wrappers extended)."""
-    if not isinstance(space, spaces.Box) or len(space.shape) != 1 or space.shape[0] < OBS_DIM:
-        raise UserError(f"{what} needs Box observations whose first {OBS_DIM} floats are CAGE2's, "
-                        f"got {space}")
-    return space.shape[0]
 
 
 def compliance_rate(fixes, compliant):
@@ -146,7 +137,7 @@ class WorkflowWrapper(gym.Wrapper):
     def __init__(self, env, workflow, lam: float = DEFAULT_LAMBDA, count_foothold: bool = False):
         super().__init__(env)
         _check_not_conditioned(env, "WorkflowWrapper")
-        d = _check_obs_space(env.observation_space, "WorkflowWrapper")
+        d = check_cage2_box(env.observation_space, "WorkflowWrapper")
         self.workflow = as_workflow(workflow)
         self.lam = _check_lambda(lam)
         self.count_foothold = bool(count_foothold)
@@ -196,7 +187,7 @@ class VecWorkflowWrapper(VectorWrapper):
         super().__init__(env)
         n = env.num_envs
         _check_not_conditioned(env, "VecWorkflowWrapper")
-        d = _check_obs_space(env.single_observation_space, "VecWorkflowWrapper")
+        d = check_cage2_box(env.single_observation_space, "VecWorkflowWrapper")
         if isinstance(workflow, (list, tuple)):
             workflows = [as_workflow(w) for w in workflow]
             if len(workflows) != n:

@@ -92,6 +92,16 @@ def _add_settings(parser, classes, notes=None, labels=None, exclude=("ppo",)):
         parser.add_argument("--" + name.replace("_", "-"), **kw)
 
 
+def _leaf_parsers(parser):
+    """Every parser that runs a command (bench's sub-commands, not bench itself)."""
+    subs = [x for x in parser._actions if isinstance(x, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for p in subs[0].choices.values():
+        yield from _leaf_parsers(p)
+
+
 def _add_config(parser):
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="read settings from FILE: TOML with the flags' names as keys "
@@ -128,10 +138,9 @@ def _config_value(action, value, where):
 
 def _apply_config(parser, a):
     """Fill the settings not given on the command line from --config FILE."""
-    from wfrl.config import load_settings_file
+    from wfrl.config import is_run_record, load_settings_file
     settings, where = load_settings_file(a.config)
-    if (Path(a.config).is_dir() or Path(a.config).suffix == ".json") \
-            and a.command not in ("train", "exhaustive"):
+    if is_run_record(a.config) and a.command not in ("train", "exhaustive"):
         raise UserError(f"{where}: a run's saved settings go with wfrl train or wfrl exhaustive; "
                         f"give wfrl {a.command} a TOML file")
     actions = {x.dest: x for x in _subparser(parser, a)._actions
@@ -167,7 +176,6 @@ def _add_train(sub):
         description="Without --workflow: a GP-UCB search over all 120 workflows (compliance-gated "
                     "PPO on each visited one). With --workflow: train that workflow only. "
                     "Where the two differ, defaults are shown as 'search X / --workflow Y'.")
-    _add_config(p)
     p.add_argument("--resume", default=None, metavar="DIR",
                    help="continue the interrupted search in DIR with its stored settings")
     _add_settings(p, (SearchConfig, TrainConfig),
@@ -183,9 +191,8 @@ def _add_train(sub):
 
 def _add_exhaustive(sub):
     from wfrl.config import ExhaustiveConfig
-    p = _add_config(sub.add_parser("exhaustive", help="train and evaluate all 120 workflows "
-                                                      "under one protocol (the search's ground "
-                                                      "truth)"))
+    p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
+                                          "protocol (the search's ground truth)")
     _add_settings(p, (ExhaustiveConfig,),
                   notes={"episodes_per_update": "200 with the recipe preset, 50 with original",
                          "pretrain_episodes": ""})
@@ -198,7 +205,6 @@ def _add_eval(sub):
     from wfrl.config_eval import Cage2EvalConfig, EvalConfig
     p = sub.add_parser("eval", help="evaluate a checkpoint (greedy and sampling policy), or run "
                                      "the CAGE2 evaluation protocol with --cage2")
-    _add_config(p)
     p.add_argument("--cage2", action="store_true",
                    help="the CAGE Challenge 2 protocol: 30-, 50- and 100-step episodes against "
                         "B_lineAgent, RedMeanderAgent and SleepAgent, leaderboard-style table")
@@ -211,8 +217,7 @@ def _add_eval(sub):
 
 def _add_parity(sub):
     from wfrl.config_tools import ParityConfig
-    p = _add_config(sub.add_parser("parity", help="compare the compiled simulator with the real "
-                                                  "CybORG"))
+    p = sub.add_parser("parity", help="compare the compiled simulator with the real CybORG")
     _add_settings(p, (ParityConfig,))
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: sim, cyborg ({mean, se, n}), diff, equivalent")
@@ -224,18 +229,18 @@ def _add_bench(sub):
     what = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
     c = what.add_parser("collectors", help="every collector on the same workload, with the bare "
                                            "environment rate measured in the same run")
-    _add_settings(_add_config(c), (BenchCollectorsConfig,))
+    _add_settings(c, (BenchCollectorsConfig,))
     c.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per collector: collector, episodes_per_s, "
                         "steps_per_s, efficiency (and n_workers, startup_s, worker_rss_mb)")
     t = what.add_parser("train", help="where training time goes: collect-only and update-only "
                                       "rates (default and original update path) and end-to-end "
                                       "training with and without overlap, in one run")
-    _add_settings(_add_config(t), (BenchTrainConfig,))
+    _add_settings(t, (BenchTrainConfig,))
     t.add_argument("--json", action="store_true", help="print the results as one JSON object")
     q = what.add_parser("search", help="search quality on planted ground truths: every "
                                        "acquisition on synthetic problems with known answers")
-    _add_settings(_add_config(q), (BenchSearchConfig,))
+    _add_settings(q, (BenchSearchConfig,))
     q.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -256,7 +261,6 @@ def _add_viewer(sub):
 
     p = sub.add_parser("replay", help="write one episode of a policy or agent as a "
                                       "self-contained HTML page")
-    _add_config(p)
     p.add_argument("--checkpoint", help="the policy (a file or pretrained:NAME), played greedily")
     p.add_argument("--agent", metavar="MODULE:FACTORY", help="any agent with CAGE2's interface "
                                                              "(as in eval --cage2 --agent)")
@@ -269,13 +273,11 @@ def _add_viewer(sub):
     _add_settings(p, (PlanSettings,))
     c = sub.add_parser("compare", help="paired differences of two policies scored on the same "
                                        "episodes (two eval --cage2 --episodes-out files)")
-    _add_config(c)
     c.add_argument("a", metavar="A.jsonl")
     c.add_argument("b", metavar="B.jsonl")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     r = sub.add_parser("report", help="write a run's page: learning curves, the search's "
                                       "posterior and feasibility, a replay of its best policy")
-    _add_config(r)
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--html", metavar="FILE", help="the page to write (default: "
                                                   "RUN_DIR/report.html)")
@@ -334,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parity(sub)
     _add_bench(sub)
     _add_viewer(sub)
+    for p in _leaf_parsers(parser):   # --config on every command
+        _add_config(p)
     return parser
 
 

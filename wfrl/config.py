@@ -594,6 +594,14 @@ RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": Fal
 RUN_RECORD_ONLY = ("mode", "wfrl_version", "workflow_order", "workflow_id", "out", "force")
 
 
+def is_run_record(path) -> bool:
+    """Whether a --config path names a run's saved settings (a directory, or its JSON) rather than
+    a TOML file."""
+    from pathlib import Path
+    p = Path(path)
+    return p.is_dir() or p.suffix == ".json"
+
+
 def load_settings_file(path) -> tuple[dict, str]:
     """The settings in `path`: a TOML file (`episodes = 500`, `backend = "sim"`, keys as the
     flags without dashes, `-` or `_`; a [ppo] table is read like top-level keys), or a run
@@ -602,7 +610,7 @@ def load_settings_file(path) -> tuple[dict, str]:
     import json
     from pathlib import Path
     p = Path(path)
-    run_record = p.is_dir() or p.suffix == ".json"
+    run_record = is_run_record(p)
     if p.is_dir():
         p = p / "experiment_config.json"
     where = f"--config {p}"

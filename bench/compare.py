@@ -56,21 +56,15 @@ class BadInput(Exception):
     pass
 
 
-def figures_from_json(path) -> tuple[dict, dict]:
-    """({figure: value}, {figure: test}) of a pytest-benchmark JSON (a --benchmark-json output or
-    a saved run): every extra_info entry named like a figure of FIGURE_TESTS."""
+def figures_from_json(path) -> dict:
+    """{figure: value} of a pytest-benchmark JSON (a --benchmark-json output or a saved run):
+    every extra_info entry named like a figure of FIGURE_TESTS."""
     try:
         data = json.loads(Path(path).read_text())
-        benches = data["benchmarks"]
-        out, tests = {}, {}
-        for b in benches:
-            for k, v in (b.get("extra_info") or {}).items():
-                if k in FIGURE_TESTS:
-                    out[k] = float(v)
-                    tests[k] = b.get("fullname", FIGURE_TESTS[k])
+        return {k: float(v) for b in data["benchmarks"]
+                for k, v in (b.get("extra_info") or {}).items() if k in FIGURE_TESTS}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise BadInput(f"bad pytest-benchmark JSON {path}: {e}") from None
-    return out, tests
 
 
 def run_bench(tests, json_path, progress=print) -> None:
@@ -95,7 +89,7 @@ def measure(figures, progress=print) -> dict:
         run_bench([FIGURE_TESTS[f] for f in figures], path, progress)
         if not path.exists():
             raise BadInput("the bench run wrote no JSON (see its output above)")
-        got, _ = figures_from_json(path)
+        got = figures_from_json(path)
     return {k: v for k, v in got.items() if k in figures}
 
 
@@ -179,14 +173,14 @@ def main(argv=None) -> int:
             except (OSError, ValueError, AttributeError) as e:
                 raise BadInput(f"bad results {a.results}: {e}") from None
         elif a.benchmark_json:
-            results, _ = figures_from_json(a.benchmark_json)
-            results = {k: v for k, v in results.items() if k in wanted}
+            results = {k: v for k, v in figures_from_json(a.benchmark_json).items()
+                       if k in wanted}
         else:
             t = time.perf_counter()
             results = confirm(baseline, measure(wanted))
             print(f"measured in {time.perf_counter() - t:.0f} s")
         if not a.results:
-            missing = [n for n in wanted if n not in results and n in FIGURE_TESTS
+            missing = [n for n in wanted if n not in results
                        and (n != "update_compiled_vs_torch_steps" or _compiled_fast())]
             if a.benchmark_json and not results:
                 raise BadInput(f"{a.benchmark_json} holds none of the figures")

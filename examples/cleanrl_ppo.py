@@ -111,12 +111,16 @@ class Agent(nn.Module):
         return action, dist.log_prob(action), dist.entropy(), self.value(x)
 
 
-def make_envs(args: Args):
-    kw = {"workflow": args.workflow} if args.env_id == wfrl.envs.RECIPE_ID and args.workflow \
-        else {}
-    envs = gym.make_vec(args.env_id, num_envs=args.num_envs, vectorization_mode="vector_entry_point",
-                        red_agent=args.red_agent, seed=args.seed, autoreset_mode="SameStep", **kw)
-    if args.workflow and not kw:
+def make_envs(args: Args, num_envs=None, red_agent=None, seed=None, autoreset="SameStep"):
+    """args.env_id's vector env (args' envs, red and seed unless given); with --workflow the
+    workflow wrappers (the Recipe id takes the workflow and λ itself)."""
+    recipe = args.env_id == wfrl.envs.RECIPE_ID and args.workflow
+    kw = {"workflow": args.workflow, "lam": args.alignment_lambda} if recipe else {}
+    envs = gym.make_vec(args.env_id, num_envs=num_envs or args.num_envs,
+                        vectorization_mode="vector_entry_point",
+                        red_agent=red_agent or args.red_agent,
+                        seed=args.seed if seed is None else seed, autoreset_mode=autoreset, **kw)
+    if args.workflow and not recipe:
         envs = VecWorkflowWrapper(envs, args.workflow, args.alignment_lambda)
     return envs
 
@@ -143,12 +147,7 @@ EVAL_SEED = 1_000_000  # first episode seed of the evaluation episodes (far from
 def evaluate(agent, args: Args, episodes: int) -> dict:
     """The greedy policy (argmax over the allowed actions) on `episodes` fixed B_line-100
     episodes (seeds EVAL_SEED ...), played side by side: mean env return and its se."""
-    kw = {"workflow": args.workflow} if args.env_id == wfrl.envs.RECIPE_ID and args.workflow \
-        else {}
-    envs = gym.make_vec(args.env_id, num_envs=episodes, vectorization_mode="vector_entry_point",
-                        red_agent="B_lineAgent", seed=EVAL_SEED, autoreset_mode="Disabled", **kw)
-    if args.workflow and not kw:
-        envs = VecWorkflowWrapper(envs, args.workflow, args.alignment_lambda)
+    envs = make_envs(args, episodes, "B_lineAgent", EVAL_SEED, "Disabled")
     obs, info = envs.reset(seed=EVAL_SEED)
     total = np.zeros(episodes)
     for _ in range(wfrl.envs.EP_LEN):

@@ -108,6 +108,18 @@ def test_sb3_adapter_contract():
     venv.close()
 
 
+def test_cleanrl_envs_take_the_alignment_weight_on_every_id():
+    ex = _load("cleanrl_ppo")
+    for env_id in (envs.ENV_ID, envs.RECIPE_ID):
+        args = ex.parse_args(["--env-id", env_id, "--workflow", "reverse",
+                              "--alignment-lambda", "5", "--num-envs", "2"])
+        venv, lams = ex.make_envs(args), []
+        while venv is not None:
+            lams += [venv.lam] if hasattr(venv, "lam") else []
+            venv = getattr(venv, "env", None)
+        assert lams == [5.0], (env_id, lams)
+
+
 def test_cleanrl_style_ppo_runs(one_thread, tmp_path, monkeypatch):
     ex = _load("cleanrl_ppo")
     monkeypatch.chdir(tmp_path)

@@ -90,7 +90,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self.net = cfg.net()
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
         self.private = private_paths()   # torch's private kernels (wfrl.ppo.optim)
-        self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference)
+        self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference,
+                         private=self.private)
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
         self.kl_stops = 0   # updates this learner ended early by the KL stop

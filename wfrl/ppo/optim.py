@@ -56,11 +56,12 @@ class EagerAdam(torch.optim.Adam):
         return _EAGER["zero_grad"](self, set_to_none)
 
 
-def _adam(params, lr: float, fused: bool):
+def _adam(params, lr: float, fused: bool, private: bool):
     """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later); an
-    EagerAdam on the private path where this torch wraps the four methods as measured."""
+    EagerAdam on the private path (private_paths(), the learner's) where this torch wraps the
+    four methods as measured."""
     params = list(params)
-    cls = EagerAdam if private_paths() and all(_EAGER.values()) else torch.optim.Adam
+    cls = EagerAdam if private and all(_EAGER.values()) else torch.optim.Adam
     if fused:
         try:
             return cls(params, lr=lr, eps=1e-5, fused=True)

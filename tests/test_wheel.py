@@ -18,8 +18,6 @@ import pytest
 from conftest import run_ok as run
 
 
-
-
 # Every unconditional Requires-Dist of the installed wfrl is present in a version it allows.
 REQUIREMENTS_MET = """
 from importlib.metadata import requires, version, PackageNotFoundError

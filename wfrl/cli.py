@@ -345,10 +345,6 @@ def _given(a, names) -> dict:
     return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
 
 
-
-
-
-
 def _cmd_train(a) -> int:
     from wfrl.train import train_run, train_setting_names
     train_run({n: getattr(a, n) for n in train_setting_names() if getattr(a, n, None) is not None})

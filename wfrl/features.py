@@ -181,7 +181,6 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
     return feats, allowed
 
 
-
 # ---- The truth block (csrc/wfrl_truth.h): the true state as policy input ---------------------
 # Not something a defender can see: only for the full-information bound (docs/bound.md). For host
 # h in observation order, floats 3h, 3h + 1, 3h + 2 are the one-hot of red's access level there

@@ -25,10 +25,12 @@ cdef extern from "wfrl_buffer.h" nogil:
         float *rewards
         uint8_t *dones
         uint8_t *red_access
+        float *belief
+        int64_t belief_dim
         int32_t *lengths
     int64_t wfrl_traj_push(const wfrl_traj *b, int64_t row, const float *obs, int32_t action,
                            float logprob, float value, float reward, uint8_t done,
-                           const uint8_t *red_access)
+                           const uint8_t *red_access, const float *belief)
     void wfrl_traj_clear(const wfrl_traj *b)
     int64_t wfrl_traj_count(const wfrl_traj *b)
     int64_t wfrl_traj_flatten(const wfrl_traj *b, const float *adv, const float *ret,
@@ -72,6 +74,7 @@ def gae(const float[:, ::1] rewards, const float[:, ::1] values, const uint8_t[:
 
 cdef class TrajectoryBuffer:
     """C view over caller-owned trajectory arrays (see wfrl.collect.buffer.allocate_trajectory).
+    An optional "belief" array [rows, T, BELIEF_DIM] records the belief block of every step.
 
     Keeps references to the arrays so they outlive the pointers held in the C struct.
     """
@@ -108,6 +111,20 @@ cdef class TrajectoryBuffer:
         self.b.dones = &dones[0, 0]
         self.b.red_access = &red_access[0, 0, 0]
         self.b.lengths = &lengths[0]
+        cdef float[:, :, ::1] belief
+        self.b.belief = NULL
+        self.b.belief_dim = 0
+        if arrays.get("belief") is not None:
+            belief = arrays["belief"]
+            _need(belief.shape[0] == n and belief.shape[1] == T
+                  and belief.shape[2] == WFRL_BELIEF_DIM,
+                  f"TrajectoryBuffer: belief must have shape ({n}, {T}, {WFRL_BELIEF_DIM})")
+            self.b.belief = &belief[0, 0, 0]
+            self.b.belief_dim = WFRL_BELIEF_DIM
+
+    @property
+    def has_belief(self):
+        return self.b.belief != NULL
 
     @property
     def n_rows(self):
@@ -118,14 +135,18 @@ cdef class TrajectoryBuffer:
         return self.b.T
 
     def push(self, Py_ssize_t row, const float[::1] obs, int action, float logprob, float value,
-             float reward, bint done, const uint8_t[::1] red_access):
-        """Append one step to `row`; returns its step index. Raises if the row is full."""
+             float reward, bint done, const uint8_t[::1] red_access, const float[::1] belief=None):
+        """Append one step to `row` (belief: its belief block, recorded where the buffer has the
+        field); returns its step index. Raises if the row is full."""
         if row < 0 or row >= self.b.n_rows:
             raise IndexError(f"row {row} outside [0, {self.b.n_rows})")
         if obs.shape[0] != self.b.obs_dim or red_access.shape[0] != self.b.n_hosts:
             raise ValueError("push: obs or red_access has the wrong length")
+        if belief is not None and belief.shape[0] != WFRL_BELIEF_DIM:
+            raise ValueError(f"push: belief must have {WFRL_BELIEF_DIM} entries")
+        cdef const float *bp = NULL if belief is None else &belief[0]
         cdef int64_t t = wfrl_traj_push(&self.b, row, &obs[0], action, logprob, value, reward,
-                                        done, &red_access[0])
+                                        done, &red_access[0], bp)
         if t < 0:
             raise IndexError(f"row {row} is full ({self.b.T} steps)")
         return t
@@ -335,6 +356,23 @@ cdef extern from "wfrl_truth.h" nogil:
 cdef extern from "wfrl_cage2.h" nogil:
     int wfrl_mixed_red_kind(uint64_t seed)
 
+cdef extern from "wfrl_belief.h" nogil:
+    int WFRL_BELIEF_DIM
+    int WFRL_FILTER_MAX_PARTICLES
+    ctypedef struct wfrl_filter:
+        int32_t n, red_set, leaderboard, last_survivors
+        wfrl_cage2 *parts
+        int64_t n_observed, n_fallbacks
+    size_t wfrl_filter_bytes(int n)
+    uint8_t *wfrl_filter_init(wfrl_filter *f, void *block, int n, int red_set, int leaderboard)
+    void wfrl_filter_reset(wfrl_filter *f, uint64_t seed)
+    int wfrl_filter_observe(wfrl_filter *f, int action, const float *obs)
+    void wfrl_belief_features(const wfrl_cage2 *parts, int n, float *out)
+    uint64_t wfrl_belief_seed(uint64_t act_seed)
+
+BELIEF_DIM = WFRL_BELIEF_DIM
+FILTER_MAX_PARTICLES = WFRL_FILTER_MAX_PARTICLES
+
 cdef extern from "wfrl_rollout.h" nogil:
     int WFRL_IN_DIM
     int WFRL_MAX_IN_DIM
@@ -352,6 +390,8 @@ cdef extern from "wfrl_rollout.h" nogil:
         int in_dim
         int memory
         int truth
+        int belief
+        int belief_reds
         int mask
         int greedy
         const float *cond
@@ -364,10 +404,14 @@ cdef extern from "wfrl_rollout.h" nogil:
         int32_t compliant
     ctypedef struct wfrl_actor:
         wfrl_compliance comp
+        wfrl_memory mem
+        wfrl_filter *filter
+        float belief[1]   # [WFRL_BELIEF_DIM]: the block of the last action choice
     ctypedef struct wfrl_scratch:
         float x[1]        # [WFRL_MAX_IN_DIM]: the input of the last action choice
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
+        wfrl_actor actor
     int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
     void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
     void wfrl_mlp_forward(const float *packed, int H, int I, const float *x, float *logits,
@@ -393,9 +437,16 @@ TRUTH_DIM = WFRL_TRUTH_DIM
 MAX_IN_DIM = WFRL_MAX_IN_DIM
 
 
-def in_dim(bint memory, bint truth=False):
-    """Width of the policy input: obs ⊕ (memory block) ⊕ (truth block) ⊕ workflow one-hot."""
-    return WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0) + (WFRL_TRUTH_DIM if truth else 0)
+def in_dim(bint memory, bint truth=False, bint belief=False):
+    """Width of the policy input: obs ⊕ (memory block) ⊕ (truth block) ⊕ (belief block) ⊕
+    workflow one-hot."""
+    return (WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0) + (WFRL_TRUTH_DIM if truth else 0)
+            + (WFRL_BELIEF_DIM if belief else 0))
+
+
+def belief_seed(uint64_t act_seed):
+    """The filter seed of an episode of the rollout loop (wfrl_belief_seed)."""
+    return wfrl_belief_seed(act_seed)
 
 
 def truth_rows(const uint8_t[:, :, ::1] red_access, const int32_t[::1] lengths):
@@ -869,20 +920,27 @@ cdef class Policy:
     weights: float32[n_params(hidden, in_dim)]; cond: float32[25]; rank: the priority position of
     each unit type (Workflow.rank); lam: alignment λ; memory: the input carries the memory block;
     mask: actions that cannot do anything are never chosen (csrc/wfrl_memory.h); truth: the input
-    carries red's true access per host (csrc/wfrl_truth.h)."""
+    carries red's true access per host (csrc/wfrl_truth.h); belief: N > 0 particles of the belief
+    block in the input (csrc/wfrl_belief.h), drawn from the red kinds of belief_reds
+    (PLAN_RED_* bits)."""
     cdef wfrl_policy p
     cdef readonly object weights, cond
     cdef object _packed
 
     def __cinit__(self, weights, int hidden, cond, rank, float lam, bint count_foothold=False,
-                  bint greedy=False, bint memory=False, bint mask=False, bint truth=False):
+                  bint greedy=False, bint memory=False, bint mask=False, bint truth=False,
+                  int belief=0, int belief_reds=7):
         cdef const float[::1] wv = weights
         cdef const float[::1] cv = cond
-        cdef int I = in_dim(memory, truth)
+        cdef int I = in_dim(memory, truth, belief > 0)
         _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
+        _need(0 <= belief <= WFRL_FILTER_MAX_PARTICLES,
+              f"belief particles must lie in 0..{WFRL_FILTER_MAX_PARTICLES}")
+        _need(0 < belief_reds < 8, "belief_reds: a non-empty combination of PLAN_RED_* bits")
         _need(wv.shape[0] == wfrl_mlp_n_params(hidden, I),
               f"weights must have {wfrl_mlp_n_params(hidden, I)} floats for hidden={hidden}"
-              f"{' with memory' if memory else ''}{' with truth' if truth else ''}")
+              f"{' with memory' if memory else ''}{' with truth' if truth else ''}"
+              f"{' with belief' if belief else ''}")
         _need(cv.shape[0] == WFRL_COND_DIM, f"cond must have {WFRL_COND_DIM} floats")
         _need(sorted(rank) == list(range(5)), "rank must be a permutation of 0..4")
         self.weights = weights
@@ -894,6 +952,8 @@ cdef class Policy:
         self.p.in_dim = I
         self.p.memory = memory
         self.p.truth = truth
+        self.p.belief = belief
+        self.p.belief_reds = belief_reds
         self.p.mask = mask
         self.p.greedy = greedy
         self.p.cond = &cv[0]
@@ -926,23 +986,88 @@ cdef class Policy:
         return bool(self.p.truth)
 
     @property
+    def belief(self):
+        """Particles of the belief block in the input (0: none)."""
+        return self.p.belief
+
+    @property
+    def belief_reds(self):
+        return self.p.belief_reds
+
+    @property
     def in_dim(self):
         return self.p.in_dim
 
 
+cdef class FilterBlock:
+    """n particle filters (csrc/wfrl_belief.h) of `particles` particles each, drawn from the red
+    kinds of red_set and playing by the leaderboard's code if asked: the structs and all their
+    buffers in one array allocated here, once."""
+    cdef readonly int n, particles, red_set
+    cdef readonly bint leaderboard
+    cdef size_t stride
+    cdef uint8_t *base
+    cdef object _storage
+
+    def __cinit__(self, Py_ssize_t n, int particles, int red_set, bint leaderboard=False):
+        _need(n > 0, "FilterBlock needs at least one filter")
+        _need(1 <= particles <= WFRL_FILTER_MAX_PARTICLES,
+              f"belief particles must lie in 1..{WFRL_FILTER_MAX_PARTICLES}")
+        _need(0 < red_set < 8, "red_set: a non-empty combination of PLAN_RED_* bits")
+        self.n, self.particles, self.red_set, self.leaderboard = n, particles, red_set, leaderboard
+        self.stride = ((sizeof(wfrl_filter) + 63) & ~(<size_t>63)) + wfrl_filter_bytes(particles)
+        self._storage = np.zeros(n * self.stride + 64, np.uint8)
+        self.base = <uint8_t *>_aligned(self._storage)
+        cdef wfrl_filter *f
+        for i in range(n):
+            f = self.at(i)
+            wfrl_filter_init(f, <uint8_t *>f + ((sizeof(wfrl_filter) + 63) & ~(<size_t>63)),
+                             particles, red_set, leaderboard)
+
+    cdef wfrl_filter *at(self, Py_ssize_t i):
+        return <wfrl_filter *>(self.base + i * self.stride)
+
+    def fits(self, Policy policy):
+        return policy.p.belief == self.particles and policy.p.belief_reds == self.red_set
+
+    def counters(self):
+        """Totals over every filter's life: observed steps and fallbacks."""
+        obs = fb = 0
+        for i in range(self.n):
+            obs += self.at(i).n_observed
+            fb += self.at(i).n_fallbacks
+        return {"observed": obs, "fallbacks": fb}
+
+
 cdef class Actor:
     """Per-step policy for envs stepped from Python (CybORG): forward, sampling and compliance in
-    C, one call per step. Call begin(act_seed) at the start of every episode."""
+    C, one call per step. Call begin(act_seed) at the start of every episode. With a belief
+    policy the actor owns its particle filter, whose particles play by the leaderboard's CybORG
+    code when `leaderboard` is set (the code of the env the actor plays)."""
     cdef wfrl_actor a
     cdef wfrl_scratch *s
     cdef readonly Policy policy
+    cdef readonly FilterBlock filters
     cdef object _storage
 
-    def __cinit__(self, Policy policy):
+    def __cinit__(self, Policy policy, bint leaderboard=False):
         self.policy = policy
         self._storage = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
         self.s = <wfrl_scratch *>_aligned(self._storage)
+        self.a.filter = NULL
+        if policy.p.belief:
+            self.filters = FilterBlock(1, policy.p.belief, policy.p.belief_reds, leaderboard)
+            self.a.filter = self.filters.at(0)
         self.begin(0)
+
+    def belief(self):
+        """A copy of the belief block the last act() chose on (float32 [BELIEF_DIM]; a policy
+        with the belief input only)."""
+        _need(self.policy.p.belief > 0, "belief: the policy has no belief input")
+        out = np.empty(WFRL_BELIEF_DIM, np.float32)
+        cdef float[::1] ov = out
+        memcpy(&ov[0], &self.a.belief[0], WFRL_BELIEF_DIM * sizeof(float))
+        return out
 
     def begin(self, uint64_t act_seed):
         wfrl_actor_begin(&self.a, act_seed)
@@ -990,6 +1115,7 @@ cdef class SimSlots:
     cdef wfrl_scratch *s
     cdef readonly Py_ssize_t n
     cdef readonly int red_kind
+    cdef readonly FilterBlock filters
     cdef object _storage, _scratch
 
     def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
@@ -1002,12 +1128,29 @@ cdef class SimSlots:
         self.s = <wfrl_scratch *>_aligned(self._scratch)
         for i in range(n):
             self.slots[i].env.t = WFRL_EP_LEN  # idle until begin()
+            self.slots[i].actor.filter = NULL
 
-    cdef const wfrl_traj *_buf(self, TrajectoryBuffer buffer) except? NULL:
+    cdef int _fit(self, Policy policy) except -1:
+        """Give every slot a particle filter of the belief policy's size (allocated once, when
+        the first such policy comes, or again if another size comes between episodes)."""
+        if not policy.p.belief or (self.filters is not None and self.filters.fits(policy)):
+            return 0
+        for i in range(self.n):
+            _need(self.slots[i].env.t >= WFRL_EP_LEN or self.slots[i].actor.mem.t == 0,
+                  "a belief policy of another size cannot take over an episode in progress")
+        self.filters = FilterBlock(self.n, policy.p.belief, policy.p.belief_reds,
+                                   (self.red_kind & WFRL_RED_LEADERBOARD) != 0)
+        for i in range(self.n):
+            self.slots[i].actor.filter = self.filters.at(i)
+        return 0
+
+    cdef const wfrl_traj *_buf(self, TrajectoryBuffer buffer, Policy policy) except? NULL:
         if buffer is None:
             return NULL
         _need(buffer.b.T >= WFRL_EP_LEN and buffer.b.obs_dim == WFRL_OBS_DIM
               and buffer.b.n_hosts == WFRL_N_HOSTS, "buffer rows must hold a 100-step episode")
+        _need(policy is None or not policy.p.belief or buffer.b.belief != NULL,
+              "a belief policy needs a buffer with the belief field")
         return &buffer.b
 
     def run_episodes(self, Py_ssize_t slot, Policy policy, const uint64_t[::1] env_seeds,
@@ -1021,7 +1164,8 @@ cdef class SimSlots:
         _need(1 <= horizon <= WFRL_EP_LEN, f"horizon must lie in [1, {WFRL_EP_LEN}]")
         _need(0 <= slot < self.n, f"slot {slot} outside [0, {self.n})")
         _need(act_seeds.shape[0] == n and rows.shape[0] == n, "seeds/rows lengths differ")
-        cdef const wfrl_traj *b = self._buf(buffer)
+        cdef const wfrl_traj *b = self._buf(buffer, policy)
+        self._fit(policy)
         if b != NULL:
             for k in range(n):
                 _need(rows[k] < b.n_rows, f"row {rows[k]} outside the buffer")
@@ -1047,7 +1191,7 @@ cdef class SimSlots:
         slot idle)."""
         _need(env_seeds.shape[0] == self.n and act_seeds.shape[0] == self.n
               and rows.shape[0] == self.n, "begin: one seed pair and row per slot")
-        cdef const wfrl_traj *b = self._buf(buffer)
+        cdef const wfrl_traj *b = self._buf(buffer, None)
         for i in range(self.n):
             _need(b == NULL or rows[i] < b.n_rows, f"row {rows[i]} outside the buffer")
             wfrl_slot_begin(&self.slots[i], env_seeds[i], act_seeds[i], self.red_kind, rows[i], b)
@@ -1056,7 +1200,8 @@ cdef class SimSlots:
 
     def step(self, Policy policy, TrajectoryBuffer buffer):
         """Advance every slot by one step (lock-step; finished slots stay put)."""
-        cdef const wfrl_traj *b = self._buf(buffer)
+        cdef const wfrl_traj *b = self._buf(buffer, policy)
+        self._fit(policy)
         with nogil:
             wfrl_slots_step(self.slots, self.n, &policy.p, b, self.s)
 
@@ -1374,13 +1519,13 @@ cdef extern from "wfrl_plan.h" nogil:
         int32_t greedy, chosen, n_candidates, vetoed, rounds, timed_out
         double elapsed_ms, gain
     ctypedef struct wfrl_planner:
-        wfrl_cage2 *parts
+        wfrl_filter flt
         int32_t cand[16]
         double *ret
         wfrl_memory mem
         int32_t hold
-        int32_t t, horizon, last_survivors
-        int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts
+        int32_t t, horizon
+        int64_t n_decisions, n_switches, n_vetoes, n_timeouts
     int wfrl_plan_check(const wfrl_plan_budget *b)
     size_t wfrl_plan_bytes(const wfrl_plan_budget *b)
     wfrl_planner *wfrl_plan_init(void *block, const wfrl_plan_budget *b, const wfrl_policy *p)
@@ -1452,12 +1597,6 @@ def cage2_red_kind(Cage2Sim sim, Py_ssize_t i):
     return sim._env(i).red_kind
 
 
-cdef extern from "wfrl_belief.h" nogil:
-    int WFRL_BELIEF_DIM
-    void wfrl_belief_features(const wfrl_cage2 *parts, int n, float *out)
-
-BELIEF_DIM = WFRL_BELIEF_DIM
-
 
 cdef class Planner:
     """The compiled planner (csrc/wfrl_plan.h) for one policy: a particle belief over the
@@ -1480,6 +1619,8 @@ cdef class Planner:
         cdef int code = wfrl_plan_check(&b)
         if code:
             raise ValueError(_PLAN_BUDGET_ERRORS[code])
+        _need(not policy.p.belief, "the decision-time search takes no policy with the belief "
+              "input (its rollouts carry no belief)")
         self.policy = policy
         self.particles, self.candidates, self.rollouts, self.depth = \
             particles, candidates, rollouts, depth
@@ -1525,19 +1666,20 @@ cdef class Planner:
         """The belief block of the particles now (csrc/wfrl_belief.h): float32 [BELIEF_DIM]."""
         out = np.empty(WFRL_BELIEF_DIM, np.float32)
         cdef float[::1] ov = out
-        wfrl_belief_features(self.pl.parts, self.particles, &ov[0])
+        wfrl_belief_features(self.pl.flt.parts, self.particles, &ov[0])
         return out
 
     def particle_states(self):
         """Copies of the particles' raw states: uint8 [N, CAGE2_STATE_BYTES]."""
         out = np.empty((self.particles, sizeof(wfrl_cage2)), np.uint8)
         cdef uint8_t[:, ::1] ov = out
-        memcpy(&ov[0, 0], self.pl.parts, self.particles * sizeof(wfrl_cage2))
+        memcpy(&ov[0, 0], self.pl.flt.parts, self.particles * sizeof(wfrl_cage2))
         return out
 
     def set_rollout_policy(self, Policy policy):
         """Continue the rollouts with `policy` (greedy; its critic scores the leaves) instead of
         the acting policy; with the truth input it reads each particle's true state."""
+        _need(not policy.p.belief, "the search's rollouts take no policy with the belief input")
         self.rollout_policy = policy
         wfrl_plan_set_rollout_policy(self.pl, &policy.p)
 
@@ -1568,9 +1710,9 @@ cdef class Planner:
         cdef const wfrl_cage2 *src = sim._env(i)
         cdef wfrl_rng keep
         for k in range(self.particles):
-            keep = self.pl.parts[k].rng
-            memcpy(&self.pl.parts[k], src, sizeof(wfrl_cage2))
-            self.pl.parts[k].rng = keep
+            keep = self.pl.flt.parts[k].rng
+            memcpy(&self.pl.flt.parts[k], src, sizeof(wfrl_cage2))
+            self.pl.flt.parts[k].rng = keep
 
     def count_state(self, Cage2Sim sim, Py_ssize_t i=0):
         """How many particles hold env i of sim's state (its RNG aside)."""
@@ -1582,11 +1724,11 @@ cdef class Planner:
 
     @property
     def last_survivors(self):
-        return self.pl.last_survivors
+        return self.pl.flt.last_survivors
 
     def counters(self):
         """Totals over the planner's life: observed steps, fallbacks, decisions, decisions that
         left the greedy action, vetoed candidates, decisions stopped by the time limit."""
-        return {"observed": self.pl.n_observed, "fallbacks": self.pl.n_fallbacks,
+        return {"observed": self.pl.flt.n_observed, "fallbacks": self.pl.flt.n_fallbacks,
                 "decisions": self.pl.n_decisions, "switches": self.pl.n_switches,
                 "vetoes": self.pl.n_vetoes, "timeouts": self.pl.n_timeouts}

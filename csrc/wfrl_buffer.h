@@ -19,19 +19,25 @@ typedef struct {
     float *rewards;       /* [n_rows, T] training reward (env reward + alignment) */
     uint8_t *dones;       /* [n_rows, T] */
     uint8_t *red_access;  /* [n_rows, T, n_hosts] red access before the step (0 none, 1 user, 2 priv) */
+    float *belief;        /* [n_rows, T, belief_dim] the belief block the action was chosen on, or
+                             NULL (a buffer for policies without the belief input) */
+    int64_t belief_dim;
     int32_t *lengths;     /* [n_rows] */
 } wfrl_traj;
 
-/* Append one step to `row`. Returns the step index written, or -1 if the row is full. */
+/* Append one step to `row` (belief: the step's belief block, written where the buffer has the
+ * field and belief is not NULL). Returns the step index written, or -1 if the row is full. */
 static inline int64_t wfrl_traj_push(const wfrl_traj *b, int64_t row, const float *obs,
                                      int32_t action, float logprob, float value, float reward,
-                                     uint8_t done, const uint8_t *red_access)
+                                     uint8_t done, const uint8_t *red_access, const float *belief)
 {
     const int64_t t = b->lengths[row];
     if (t >= b->T) return -1;
     const int64_t i = row * b->T + t;
     memcpy(b->obs + i * b->obs_dim, obs, (size_t)b->obs_dim * sizeof(float));
     memcpy(b->red_access + i * b->n_hosts, red_access, (size_t)b->n_hosts);
+    if (b->belief && belief)
+        memcpy(b->belief + i * b->belief_dim, belief, (size_t)b->belief_dim * sizeof(float));
     b->actions[i] = action;
     b->logprobs[i] = logprob;
     b->values[i] = value;

@@ -5,8 +5,8 @@
  * [out, in] followed by its bias [out]:
  *   actor:  [H, I] [H]  [H, H] [H]  [145, H] [145]
  *   critic: [H, I] [H]  [H, H] [H]  [1, H]   [1]
- * I = 52 observation + (optionally) the memory block + (optionally) the truth block + 25 workflow
- * one-hot. Hidden activations
+ * I = 52 observation + (optionally) the memory block, the truth block and the belief block + 25
+ * workflow one-hot. Hidden activations
  * are tanh (wfrl_tanh of csrc/wfrl_fastmath.h: within 2e-7 of libm's, and vectorisable).
  *
  * For speed the forward pass reads a *packed* copy (wfrl_mlp_pack): the same numbers with every
@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "wfrl_belief.h"
 #include "wfrl_fastmath.h"
 #include "wfrl_memory.h"
 #include "wfrl_rng.h"
@@ -28,7 +29,8 @@
 #include "wfrl_types.h"
 
 #define WFRL_IN_DIM (WFRL_OBS_DIM + WFRL_COND_DIM) /* without the memory and truth blocks */
-#define WFRL_MAX_IN_DIM (WFRL_OBS_DIM + WFRL_MEM_DIM + WFRL_TRUTH_DIM + WFRL_COND_DIM)
+#define WFRL_MAX_IN_DIM \
+    (WFRL_OBS_DIM + WFRL_MEM_DIM + WFRL_TRUTH_DIM + WFRL_BELIEF_DIM + WFRL_COND_DIM)
 #define WFRL_MAX_HIDDEN 1024
 
 static inline int64_t wfrl_mlp_n_params(int64_t H, int64_t I)

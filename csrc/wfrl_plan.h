@@ -2,24 +2,9 @@
  * compiled simulator at every step. No Python, no allocation: the caller hands over one block of
  * memory sized by wfrl_plan_bytes and the planner lays out all its buffers in it once.
  *
- * Belief (particle filter). N particles, each a whole wfrl_cage2 (true state, red's knowledge and
- * memory, the blue table, its RNG), all consistent with what the defender has seen. At reset
- * every particle is the reset state of one of the allowed red kinds (particle i: the (i mod k)-th
- * allowed kind), its RNG seeded from the filter stream. After the action a and the observation o
- * that followed it (wfrl_plan_observe):
- *   1. every particle steps once with a (its own RNG: red's random choices diverge);
- *   2. the survivors are the particles whose simulated observation equals o exactly (52 floats);
- *      if none survives (a state the filter lost, or a backend the simulator does not reproduce
- *      exactly), the survivors are the particles with the fewest mismatching floats, and every
- *      survivor's blue table (comp, which the observation's last two bits of a host encode one to
- *      one) is overwritten from o, so the filter never dies; such steps are counted (fallbacks);
- *   3. systematic resampling back to N: survivors carry equal weight, so with one uniform u from
- *      the filter stream particle k becomes survivor floor((u + k) · S / N);
- *   4. every particle's RNG is reseeded from the filter stream (copies of one survivor must not
- *      replay the same red choices).
- * The filter stream is seeded from (planner seed, episode key) and used by nothing else, so the
- * belief depends on the seed and the history alone, not on the search budget.
- * Reference: wfrl/plan.py (ParticleFilterReference), held equal by tests/test_plan.py.
+ * Belief: the particle filter of csrc/wfrl_belief.h (wfrl_filter), its stream seeded from
+ * (planner seed, episode key, 1), so the belief depends on the seed and the history alone, not on
+ * the search budget.
  *
  * Search (wfrl_plan_decide), before each action: the policy's forward pass on the real history
  * gives masked logits; the K best allowed actions are the candidates, the first of them the
@@ -54,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "wfrl_belief.h"
 #include "wfrl_cage2.h"
 #include "wfrl_compliance.h"
 #include "wfrl_memory.h"
@@ -62,14 +48,10 @@
 #include "wfrl_rollout.h"
 #include "wfrl_truth.h"
 
-#define WFRL_PLAN_MAX_PARTICLES 100000
+#define WFRL_PLAN_MAX_PARTICLES WFRL_FILTER_MAX_PARTICLES
 #define WFRL_PLAN_MAX_CANDIDATES 16
 #define WFRL_PLAN_MAX_ROLLOUTS 4096
 #define WFRL_PLAN_MAX_DEPTH WFRL_EP_LEN
-/* Bits of the red-kind set the particles are drawn from. */
-#define WFRL_PLAN_RED_BLINE 1
-#define WFRL_PLAN_RED_MEANDER 2
-#define WFRL_PLAN_RED_SLEEP 4
 
 typedef struct {
     int32_t particles;     /* N */
@@ -99,26 +81,19 @@ typedef struct {
     wfrl_policy rpol;         /* the policy the rollouts continue with and whose critic scores
                                  their leaves: pol, or one set by wfrl_plan_set_rollout_policy
                                  (a policy with the truth input reads the particle's true state) */
-    int32_t red_set;          /* WFRL_PLAN_RED_* bits */
-    int32_t leaderboard;
     int32_t horizon;          /* blue steps of the episode */
     int32_t t;                /* steps observed */
-    wfrl_rng filter_rng, search_rng;
+    wfrl_filter flt;          /* the belief (its buffers inside the caller's block) */
+    wfrl_rng search_rng;
     wfrl_memory mem;          /* the defender's memory (same for every particle) */
-    /* buffers inside the caller's block */
-    wfrl_cage2 *parts, *spare; /* [N] each */
-    int32_t *surv;            /* [N] */
-    int32_t *mism;            /* [N] mismatching floats per particle */
-    double *ret;              /* [K * R] rollout returns */
+    double *ret;              /* [K * R] rollout returns, inside the caller's block */
     /* temporaries */
     wfrl_cage2 sim;
     wfrl_actor actor;
     wfrl_scratch scratch;
-    float obs_tmp[WFRL_OBS_DIM];
     int32_t cand[WFRL_PLAN_MAX_CANDIDATES];
     /* counters over the planner's life */
-    int64_t n_observed, n_fallbacks, n_decisions, n_switches, n_vetoes, n_timeouts;
-    int32_t last_survivors;   /* exact survivors of the last observe (0: a fallback) */
+    int64_t n_decisions, n_switches, n_vetoes, n_timeouts;
     int32_t hold;             /* rollouts of an alternative never take the greedy fix */
 } wfrl_planner;
 
@@ -134,14 +109,12 @@ static inline int wfrl_plan_check(const wfrl_plan_budget *b)
     return 0;
 }
 
-static inline size_t wfrl_plan_align(size_t n) { return (n + 63) & ~(size_t)63; }
+static inline size_t wfrl_plan_align(size_t n) { return wfrl_belief_align(n); }
 
 /* Bytes of the block a planner with this budget needs (64-byte aligned start assumed). */
 static inline size_t wfrl_plan_bytes(const wfrl_plan_budget *b)
 {
-    const size_t N = (size_t)b->particles;
-    return wfrl_plan_align(sizeof(wfrl_planner)) + 2 * wfrl_plan_align(N * sizeof(wfrl_cage2)) +
-           2 * wfrl_plan_align(N * sizeof(int32_t)) +
+    return wfrl_plan_align(sizeof(wfrl_planner)) + wfrl_filter_bytes(b->particles) +
            wfrl_plan_align((size_t)b->candidates * (size_t)(b->rollouts > 0 ? b->rollouts : 1) *
                            sizeof(double));
 }
@@ -154,15 +127,7 @@ static inline wfrl_planner *wfrl_plan_init(void *block, const wfrl_plan_budget *
     wfrl_planner *pl = (wfrl_planner *)m;
     memset(pl, 0, sizeof(*pl));
     m += wfrl_plan_align(sizeof(wfrl_planner));
-    const size_t N = (size_t)b->particles;
-    pl->parts = (wfrl_cage2 *)m;
-    m += wfrl_plan_align(N * sizeof(wfrl_cage2));
-    pl->spare = (wfrl_cage2 *)m;
-    m += wfrl_plan_align(N * sizeof(wfrl_cage2));
-    pl->surv = (int32_t *)m;
-    m += wfrl_plan_align(N * sizeof(int32_t));
-    pl->mism = (int32_t *)m;
-    m += wfrl_plan_align(N * sizeof(int32_t));
+    m = wfrl_filter_init(&pl->flt, m, b->particles, WFRL_PLAN_RED_BLINE, 0);
     pl->ret = (double *)m;
     pl->b = *b;
     pl->pol = *p;
@@ -185,8 +150,7 @@ static inline void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_pol
 
 static inline uint64_t wfrl_plan_stream_seed(uint64_t seed, uint64_t key, uint64_t stream)
 {
-    uint64_t x = seed ^ (key * 0x9E3779B97F4A7C15ULL) ^ (stream * 0xD1B54A32D192ED03ULL);
-    return wfrl_splitmix64(&x);
+    return wfrl_stream_seed(seed, key, stream);
 }
 
 /* Start an episode: every particle the reset state of an allowed red kind. red_set:
@@ -195,78 +159,22 @@ static inline uint64_t wfrl_plan_stream_seed(uint64_t seed, uint64_t key, uint64
 static inline void wfrl_plan_reset(wfrl_planner *pl, int red_set, int leaderboard, uint64_t key,
                                    int horizon)
 {
-    int kinds[3], nk = 0;
-    if (red_set & WFRL_PLAN_RED_BLINE) kinds[nk++] = RED_BLINE;
-    if (red_set & WFRL_PLAN_RED_MEANDER) kinds[nk++] = RED_MEANDER;
-    if (red_set & WFRL_PLAN_RED_SLEEP) kinds[nk++] = RED_SLEEP;
-    if (nk == 0) kinds[nk++] = RED_BLINE;
-    pl->red_set = red_set;
-    pl->leaderboard = leaderboard != 0;
+    pl->flt.red_set = red_set;
+    pl->flt.leaderboard = leaderboard != 0;
     pl->horizon = horizon;
     pl->t = 0;
-    wfrl_rng_seed(&pl->filter_rng, wfrl_plan_stream_seed(pl->b.seed, key, 1));
+    wfrl_filter_reset(&pl->flt, wfrl_plan_stream_seed(pl->b.seed, key, 1));
     wfrl_rng_seed(&pl->search_rng, wfrl_plan_stream_seed(pl->b.seed, key, 2));
     wfrl_memory_begin(&pl->mem);
-    const int lb = pl->leaderboard ? WFRL_RED_LEADERBOARD : 0;
-    for (int i = 0; i < pl->b.particles; ++i) {
-        wfrl_cage2_reset(&pl->parts[i], 0, kinds[i % nk] | lb);
-        wfrl_rng_seed(&pl->parts[i].rng, wfrl_rng_next(&pl->filter_rng));
-    }
-    pl->last_survivors = pl->b.particles;
 }
 
-/* Number of floats where two observations differ. */
-static inline int wfrl_plan_mismatch(const float *a, const float *b)
-{
-    int n = 0;
-    for (int k = 0; k < WFRL_OBS_DIM; ++k) n += a[k] != b[k];
-    return n;
-}
-
-/* Blue's table entry of host h from its observation bits (the inverse of wfrl_cage2_obs). */
-static inline uint8_t wfrl_plan_comp_of(const float *obs, int h)
-{
-    const int c2 = obs[4 * h + 2] != 0.0f, c3 = obs[4 * h + 3] != 0.0f;
-    return (uint8_t)(c2 ? (c3 ? COMP_PRIV : COMP_UNKNOWN) : (c3 ? COMP_USER : COMP_NO));
-}
-
-/* The belief update after `action` was taken and `obs` observed. Returns the number of particles
- * that matched obs exactly (0: the fallback rule was applied). */
+/* The belief update after `action` was taken and `obs` observed (wfrl_filter_observe). Returns
+ * the number of particles that matched obs exactly (0: the fallback rule was applied). */
 static inline int wfrl_plan_observe(wfrl_planner *pl, int action, const float *obs)
 {
-    const int N = pl->b.particles;
-    int S = 0, best = WFRL_OBS_DIM + 1;
-    for (int i = 0; i < N; ++i) {
-        wfrl_cage2_step(&pl->parts[i], action, pl->obs_tmp, NULL);
-        const int m = wfrl_plan_mismatch(pl->obs_tmp, obs);
-        pl->mism[i] = m;
-        if (m == 0) pl->surv[S++] = i;
-        if (m < best) best = m;
-    }
-    const int exact = S;
-    if (S == 0) {
-        for (int i = 0; i < N; ++i)
-            if (pl->mism[i] == best) pl->surv[S++] = i;
-        ++pl->n_fallbacks;
-    }
-    const double u = wfrl_rng_uniform(&pl->filter_rng);
-    for (int k = 0; k < N; ++k) {
-        int j = (int)(((double)k + u) * (double)S / (double)N);
-        if (j >= S) j = S - 1;
-        memcpy(&pl->spare[k], &pl->parts[pl->surv[j]], sizeof(wfrl_cage2));
-    }
-    wfrl_cage2 *tmp = pl->parts;
-    pl->parts = pl->spare;
-    pl->spare = tmp;
-    for (int k = 0; k < N; ++k) {
-        if (!exact)
-            for (int h = 0; h < NH; ++h) pl->parts[k].comp[h] = wfrl_plan_comp_of(obs, h);
-        wfrl_rng_seed(&pl->parts[k].rng, wfrl_rng_next(&pl->filter_rng));
-    }
+    const int exact = wfrl_filter_observe(&pl->flt, action, obs);
     wfrl_memory_acted(&pl->mem, action);
     ++pl->t;
-    ++pl->n_observed;
-    pl->last_survivors = exact;
     return exact;
 }
 
@@ -280,7 +188,7 @@ static inline int wfrl_plan_same_state(const wfrl_cage2 *a, const wfrl_cage2 *b)
 static inline int wfrl_plan_count_state(const wfrl_planner *pl, const wfrl_cage2 *truth)
 {
     int n = 0;
-    for (int i = 0; i < pl->b.particles; ++i) n += wfrl_plan_same_state(&pl->parts[i], truth);
+    for (int i = 0; i < pl->flt.n; ++i) n += wfrl_plan_same_state(&pl->flt.parts[i], truth);
     return n;
 }
 
@@ -323,7 +231,7 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     if (pl->b.leaf_value && e->t < pl->horizon) {
         float value;
         wfrl_memory_update(&a->mem, obs);
-        wfrl_policy_forward(&pl->rpol, &a->mem, obs, access, &pl->scratch, &value);
+        wfrl_policy_forward(&pl->rpol, &a->mem, NULL, obs, access, &pl->scratch, &value);
         ret += value;
     }
     return ret;
@@ -342,7 +250,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
     memset(&inf, 0, sizeof(inf));
     float value;
     wfrl_memory_update(&pl->mem, obs);
-    wfrl_policy_forward(&pl->pol, &pl->mem, obs, access ? access : zero_access, &pl->scratch,
+    wfrl_policy_forward(&pl->pol, &pl->mem, NULL, obs, access ? access : zero_access, &pl->scratch,
                       &value);
     /* top-K allowed actions by logit (ties: lower index first, as the argmax; a masked action
      * only if nothing else is allowed) */
@@ -369,7 +277,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
         if (any_fix) {
             uint8_t ra[WFRL_N_HOSTS];
             for (int i = 0; i < N; ++i) {
-                wfrl_cage2_red_access(&pl->parts[i], ra);
+                wfrl_cage2_red_access(&pl->flt.parts[i], ra);
                 for (int c = 0; c < K; ++c) nbreak[c] += wfrl_plan_breaks(&pl->pol.wf, pl->cand[c], ra);
             }
         }
@@ -394,7 +302,7 @@ static inline int wfrl_plan_decide(wfrl_planner *pl, const float *obs, const uin
             const int j = (int)wfrl_rng_below(&pl->search_rng, (uint32_t)N);
             const uint64_t seed = wfrl_rng_next(&pl->search_rng);
             for (int c = 0; c < K; ++c)
-                pl->ret[c * R + r] = wfrl_plan_rollout(pl, &pl->parts[j], seed, pl->cand[c],
+                pl->ret[c * R + r] = wfrl_plan_rollout(pl, &pl->flt.parts[j], seed, pl->cand[c],
                                                        c > 0 ? blocked : -1);
             rounds = r + 1;
             if (pl->b.time_limit_ms > 0) {

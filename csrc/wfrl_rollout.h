@@ -8,7 +8,12 @@
  * With the policy's `memory` flag the network input is obs ⊕ memory block ⊕ workflow one-hot
  * (csrc/wfrl_memory.h), with its `mask` flag actions that cannot do anything are never sampled;
  * with its `truth` flag the one-hot of red's true access per host (csrc/wfrl_truth.h) follows
- * the memory block: obs ⊕ (memory) ⊕ truth ⊕ workflow one-hot.
+ * the memory block: obs ⊕ (memory) ⊕ truth ⊕ workflow one-hot; with its `belief` flag (N > 0
+ * particles) the actor's particle filter (csrc/wfrl_belief.h) follows the episode and its belief
+ * block comes next: obs ⊕ (memory) ⊕ (truth) ⊕ (belief) ⊕ workflow one-hot. The filter is reset
+ * at the episode's first action (stream seeded from the action seed, wfrl_belief_seed) and
+ * updated with the previous action and the observation it led to before every later one, so the
+ * block the action is chosen on is the one the trajectory buffer records with it.
  * Reference: wfrl/collect/rollout.py (run_episode_reference), held equal by
  * tests/test_rollout.py, tests/test_features.py and tests/test_truth_input.py. */
 #ifndef WFRL_ROLLOUT_H
@@ -16,6 +21,7 @@
 
 #include <string.h>
 
+#include "wfrl_belief.h"
 #include "wfrl_buffer.h"
 #include "wfrl_cage2.h"
 #include "wfrl_compliance.h"
@@ -26,9 +32,12 @@
 typedef struct {
     const float *weights; /* packed actor-critic weights (wfrl_mlp_pack) */
     int hidden;
-    int in_dim;           /* 77, + WFRL_MEM_DIM with memory, + WFRL_TRUTH_DIM with truth */
+    int in_dim;           /* 77, + WFRL_MEM_DIM with memory, + WFRL_TRUTH_DIM with truth,
+                             + WFRL_BELIEF_DIM with the belief */
     int memory;           /* the memory block is part of the input */
     int truth;            /* red's true access per host is part of the input */
+    int belief;           /* particles of the belief block in the input (0: no belief) */
+    int belief_reds;      /* WFRL_PLAN_RED_* bits: the red kinds the particles may be */
     int mask;             /* actions that cannot do anything are masked */
     int greedy;
     const float *cond;    /* workflow one-hot [25] */
@@ -42,11 +51,16 @@ typedef struct {
     int32_t fixes, compliant;
 } wfrl_episode_stats;
 
-/* What an action choice persists across the steps of an episode. */
+/* What an action choice persists across the steps of an episode. With a belief policy, `filter`
+ * is the actor's particle filter (its owner's memory, n == the policy's belief) and `belief` the
+ * block of the last action choice. */
 typedef struct {
     wfrl_rng rng;
     wfrl_compliance comp;
     wfrl_memory mem;
+    wfrl_filter *filter;
+    uint64_t filter_seed;
+    float belief[WFRL_BELIEF_DIM];
 } wfrl_actor;
 
 /* Temporaries of one action choice (not kept between steps). */
@@ -63,11 +77,23 @@ static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
     wfrl_rng_seed(&a->rng, act_seed);
     a->comp.fixes = a->comp.compliant = 0;
     wfrl_memory_begin(&a->mem);
+    a->filter_seed = wfrl_belief_seed(act_seed);
 }
 
-/* The policy's input for obs (memory m already updated with obs) into s->x, then its logits
- * (masked with the policy's mask flag) into s->logits and its value. */
-static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *m, const float *obs,
+/* The belief for obs (memory already updated with it): the filter reset before the first action
+ * of an episode, else updated with the previous action and obs; its block into a->belief. */
+static inline void wfrl_actor_believe(wfrl_actor *a, const float *obs)
+{
+    if (a->mem.prev_action < 0) wfrl_filter_reset(a->filter, a->filter_seed);
+    else wfrl_filter_observe(a->filter, a->mem.prev_action, obs);
+    wfrl_belief_features(a->filter->parts, a->filter->n, a->belief);
+}
+
+/* The policy's input for obs (memory m already updated with obs; belief: the belief block, read
+ * only by a belief policy) into s->x, then its logits (masked with the policy's mask flag) into
+ * s->logits and its value. */
+static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *m,
+                                       const float *belief, const float *obs,
                                        const uint8_t *red_access, wfrl_scratch *s, float *value)
 {
     memcpy(s->x, obs, WFRL_OBS_DIM * sizeof(float));
@@ -79,6 +105,10 @@ static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *
     if (p->truth) {
         wfrl_truth_features(red_access, s->x + k);
         k += WFRL_TRUTH_DIM;
+    }
+    if (p->belief) {
+        memcpy(s->x + k, belief, WFRL_BELIEF_DIM * sizeof(float));
+        k += WFRL_BELIEF_DIM;
     }
     memcpy(s->x + k, p->cond, WFRL_COND_DIM * sizeof(float));
     wfrl_mlp_forward(p->weights, p->hidden, p->in_dim, s->x, s->logits, value, s->hidden);
@@ -96,7 +126,8 @@ static inline int wfrl_actor_act_except(wfrl_actor *a, const wfrl_policy *p, wfr
                                         float *logp, float *value, float *bonus)
 {
     wfrl_memory_update(&a->mem, obs);
-    wfrl_policy_forward(p, &a->mem, obs, red_access, s, value);
+    if (p->belief) wfrl_actor_believe(a, obs);
+    wfrl_policy_forward(p, &a->mem, a->belief, obs, red_access, s, value);
     if (blocked >= 0) s->logits[blocked] = WFRL_MASKED_LOGIT;
     const int action = wfrl_sample_action(s->logits, p->greedy, &a->rng, logp, s->exps);
     wfrl_memory_acted(&a->mem, action);
@@ -131,6 +162,7 @@ static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t ac
     wfrl_cage2_obs(&sl->env, sl->obs);
     wfrl_cage2_red_access(&sl->env, sl->access);
     wfrl_actor_begin(&sl->actor, act_seed);
+    if (sl->actor.filter) sl->actor.filter->leaderboard = sl->env.leaderboard;
     sl->row = row;
     sl->horizon = WFRL_EP_LEN;
     sl->return10 = 0;
@@ -155,7 +187,8 @@ static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_polic
         if (done) bonus += wfrl_compliance_finish(&sl->actor.comp, &p->wf);
         if (buf && sl->row >= 0)
             wfrl_traj_push(buf, sl->row, sl->obs, action, logp, value,
-                           (float)r10 / 10.0f + bonus, (uint8_t)done, sl->access);
+                           (float)r10 / 10.0f + bonus, (uint8_t)done, sl->access,
+                           p->belief ? sl->actor.belief : NULL);
         sl->return10 += r10;
         sl->alignment += bonus;
         memcpy(sl->obs, next_obs, sizeof(next_obs));

@@ -70,7 +70,8 @@ def test_truth_block_by_hand_on_both_twins():
 
 def test_input_widths():
     assert core.in_dim(False, True) == NetSpec(truth_input=True).in_dim == 52 + 39 + 25
-    assert core.in_dim(True, True) == FULL.in_dim == core.MAX_IN_DIM == 52 + 66 + 39 + 25
+    assert core.in_dim(True, True) == FULL.in_dim == 52 + 66 + 39 + 25
+    assert core.in_dim(True, True, True) == core.MAX_IN_DIM == 52 + 66 + 39 + 42 + 25
     assert NetSpec(memory=True).in_dim == core.in_dim(True) == 52 + 66 + 25
     assert "truth input on" in FULL.describe() and "truth" not in NetSpec().describe()
     pol = make_policy(_model(FULL).flat_weights(), FULL, WF, 30.0)

@@ -340,9 +340,10 @@ class CheckpointAgent:
     """A wfrl checkpoint (a file or pretrained:NAME) behind CAGE2's agent interface, played
     greedily on the observations handed to it — what `wfrl.load_agent` returns, and what CAGE2's
     own evaluation.py can run as its agent. `workflow` conditions an order-conditioned policy
-    (default: the checkpoint's own)."""
+    (default: the checkpoint's own). leaderboard: a policy with the belief input runs its particle
+    filter by the leaderboard's CybORG code (default: the installed code)."""
 
-    def __init__(self, checkpoint: str, workflow: str | None = None):
+    def __init__(self, checkpoint: str, workflow: str | None = None, leaderboard: bool = False):
         from wfrl._core import Actor
         from wfrl.checkpoint import policy_of_checkpoint
         from wfrl.collect.rollout import make_policy
@@ -352,7 +353,7 @@ class CheckpointAgent:
             raise UserError(f"{checkpoint} is a full-information policy (--truth-input): it needs "
                             "red's true access, which a CAGE2 agent is never given")
         self.actor = Actor(make_policy(weights, net, Workflow.parse(self.workflow), lam,
-                                       foothold, greedy=True))
+                                       foothold, greedy=True), leaderboard)
         self.actor.begin(0)
         self._access = np.zeros(N_HOSTS, np.uint8)   # greedy actions do not depend on it
 

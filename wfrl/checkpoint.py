@@ -17,7 +17,7 @@ from wfrl.workflow import Workflow
 def net_from_checkpoint(ck: dict) -> NetSpec:
     """The network a checkpoint's weights belong to: its recorded NetSpec (checkpoints written
     before memory and masks existed record only the hidden width: the observation-only net; those
-    written before the truth input existed have none)."""
+    written before the truth input or the belief existed have neither)."""
     spec = ck.get("net", {"hidden": ck.get("hidden")})
     if not isinstance(spec, dict):
         raise UserError("checkpoint's 'net' entry is not a mapping")
@@ -29,11 +29,14 @@ def net_from_checkpoint(ck: dict) -> NetSpec:
     try:
         net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
                       mask=bool(spec.get("mask", False)),
-                      truth_input=bool(spec.get("truth_input", False)))
+                      truth_input=bool(spec.get("truth_input", False)),
+                      belief=int(spec.get("belief", 0)), belief_reds=int(spec.get("belief_reds", 7)))
     except (KeyError, TypeError, ValueError):
         raise UserError("checkpoint's network description is damaged") from None
     if net.hidden < 1:
         raise UserError(f"checkpoint's network has hidden width {net.hidden}")
+    if not 0 <= net.belief <= 100000 or not 0 < net.belief_reds < 8:
+        raise UserError("checkpoint's network description is damaged (its belief block)")
     return net
 
 

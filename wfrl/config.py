@@ -251,6 +251,14 @@ class PPOConfig(Settings):
     truth_input: bool = False
     """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
     to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
+    belief_input: int = setting(0, check=non_negative, metavar="N")
+    """Add the belief block of an N-particle filter (per host the share of particles in which red
+    has no, user or privileged access, and the share of each red kind) to the policy input; the
+    filter follows every episode inside the rollout loop, also on CybORG (0 = off)."""
+    belief_red: str = setting("mixture", check=one_of("mixture", "B_lineAgent",
+                                                        "RedMeanderAgent", "SleepAgent"))
+    """The red kinds the belief's particles may be: mixture (B_line, Meander and Sleep, a
+    third of the particles each at reset) or one red agent."""
     decoupled: bool = True
     """On a batch played by older weights (collected during the previous update, --overlap):
     clip the ratio against the policy before this update, weighting each step by its probability
@@ -268,7 +276,10 @@ class PPOConfig(Settings):
 
     def net(self):
         from wfrl.ppo.netspec import NetSpec
-        return NetSpec(self.hidden, self.memory, self.mask, self.truth_input)
+        from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS
+        reds = PARTICLE_RED_BITS.get(self.belief_red, MIXTURE_RED_BITS)
+        return NetSpec(self.hidden, self.memory, self.mask, self.truth_input, self.belief_input,
+                       reds)
 
 
 # Named starting points for the learner; flags given on the command line override them.
@@ -293,7 +304,8 @@ DEFAULT_PRESET = "recipe"
 # PPO settings added after runs were already being stored, with the value a run stored before
 # the setting existed ran with: a resumed search or a continued table goes on as it began.
 PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
-                              "clip_per_net": False, "truth_input": False}
+                              "clip_per_net": False, "truth_input": False, "belief_input": 0,
+                              "belief_red": "mixture"}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

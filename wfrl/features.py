@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS
+from wfrl.rng import MASK, Xoshiro256, splitmix64
 
 MEM_DIM = 5 * N_HOSTS + 1
 MASKED_LOGIT = -1.0e9     # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT: the logit a masked action gets
@@ -221,3 +222,76 @@ def belief_features(red_access: np.ndarray, red_kinds: np.ndarray) -> np.ndarray
         acc[:TRUTH_DIM] = truth_features(ra).astype(np.float64).sum(axis=0)
         acc[TRUTH_DIM:] = [(kinds == k).sum() for k in range(BELIEF_KINDS)]
     return (acc * (1.0 / n if n else 0.0)).astype(np.float32)
+
+
+def stream_seed(seed: int, key: int, stream: int) -> int:
+    """Twin of wfrl_stream_seed (csrc/wfrl_belief.h)."""
+    x = (seed ^ ((key * 0x9E3779B97F4A7C15) & MASK) ^ ((stream * 0xD1B54A32D192ED03) & MASK)) & MASK
+    return splitmix64(x)[1]
+
+
+def comp_of_obs(obs) -> np.ndarray:
+    """Blue's table per host from an observation (twin of wfrl_comp_of_obs): 0 no, 1 unknown,
+    2 user, 3 privileged."""
+    o = np.asarray(obs).reshape(13, 4) != 0
+    return np.where(o[:, 2], np.where(o[:, 3], 3, 1), np.where(o[:, 3], 2, 0)).astype(np.uint8)
+
+
+class ParticleFilterReference:
+    """Plain-Python twin of the compiled particle filter (advance, reject, resample; csrc/
+    wfrl_belief.h): particles are envs of a Cage2Sim stepped one by one from Python, survivors and
+    resampling computed here, RNGs drawn from the Python xoshiro. reset(..., key, stream) seeds
+    the filter stream with stream_seed(seed, key, stream): the planner's filter is stream 1 of
+    (planner seed, episode key), the rollout loop's stream 3 of (the episode's action seed, 0)."""
+
+    def __init__(self, particles: int, seed: int):
+        self.n = particles
+        self.seed = seed
+
+    def reset(self, red_bits: int, leaderboard: bool = False, key: int = 0, stream: int = 1):
+        from wfrl._core import Cage2Sim, cage2_state, seed_cage2_rng, set_cage2_state
+        self.filter = Xoshiro256(stream_seed(self.seed, key, stream))
+        kinds = [name for bit, name in zip((1, 2, 4), PARTICLE_RED_BITS) if red_bits & bit]
+        starts = []
+        for name in kinds:
+            one = Cage2Sim(1, name, leaderboard)
+            one.reset(0, 0)
+            starts.append(cage2_state(one, 0))
+        self.sim = Cage2Sim(self.n, "B_lineAgent", leaderboard)
+        for i in range(self.n):
+            set_cage2_state(self.sim, i, starts[i % len(starts)])
+            seed_cage2_rng(self.sim, i, self.filter.next())
+        self.fallbacks = 0
+
+    def observe(self, action: int, obs) -> int:
+        from wfrl._core import cage2_state, seed_cage2_rng, set_cage2_comp, set_cage2_state
+        obs = np.asarray(obs, np.float32)
+        mism = [int(np.count_nonzero(self.sim.step(i, action)[0] != obs)) for i in range(self.n)]
+        surv = [i for i, m in enumerate(mism) if m == 0]
+        exact = len(surv)
+        if not surv:
+            best = min(mism)
+            surv = [i for i, m in enumerate(mism) if m == best]
+            self.fallbacks += 1
+        u = self.filter.uniform()
+        S = len(surv)
+        picked = [cage2_state(self.sim, surv[min(int((k + u) * S / self.n), S - 1)])
+                  for k in range(self.n)]
+        comp = comp_of_obs(obs)
+        for k, st in enumerate(picked):
+            set_cage2_state(self.sim, k, st)
+            if not exact:
+                set_cage2_comp(self.sim, k, comp)
+            seed_cage2_rng(self.sim, k, self.filter.next())
+        return exact
+
+    def belief(self) -> np.ndarray:
+        """The belief block of the particles now (wfrl.features.belief_features)."""
+        from wfrl._core import cage2_red_access, cage2_red_kind
+        return belief_features(np.stack([cage2_red_access(self.sim, i) for i in range(self.n)]),
+                               np.array([cage2_red_kind(self.sim, i) for i in range(self.n)]))
+
+    def states(self) -> np.ndarray:
+        from wfrl._core import cage2_state
+        return np.stack([np.frombuffer(cage2_state(self.sim, i), np.uint8)
+                         for i in range(self.n)])

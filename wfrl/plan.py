@@ -4,8 +4,8 @@ rollouts in the compiled simulator from a particle belief over the true state.
 The compiled planner (csrc/wfrl_plan.h, wfrl._core.Planner) holds the belief and runs the search;
 this module gives it a budget with clear errors, a policy object any evaluation path can drive
 (PlanningPolicy: reset, then act(obs) each step — it sees only the observation), the episode
-loop the evaluations use (play_planned) and the plain-Python twin of the particle update
-(ParticleFilterReference) that tests/test_plan.py holds the compiled one equal to.
+loop the evaluations use (play_planned). The plain-Python twin of the particle update,
+ParticleFilterReference, lives beside the belief block in wfrl.features (re-exported here).
 
 Red kinds of the particles (`red`): "mixture" starts them as B_line, Meander and Sleep in equal
 shares (the policy is not told whom it faces; the observations sort the kinds out within a few
@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from wfrl.errors import UserError
-from wfrl.rng import MASK, Xoshiro256, splitmix64
+from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
+from wfrl.features import ParticleFilterReference  # noqa: F401  (its home: the belief's)
+from wfrl.rng import MASK
 
 PLAN_REDS = ("mixture", "known")
-_KIND_NAMES = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,6 @@ class PlanBudget:
 
 def red_set(red: str, episode_red: str | None = None) -> int:
     """The PLAN_RED_* bits of the particles' red kinds (see the module docstring)."""
-    from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
     if red == "mixture":
         return MIXTURE_RED_BITS
     if red == "known":
@@ -83,78 +83,6 @@ def red_set(red: str, episode_red: str | None = None) -> int:
         raise UserError(f"unknown plan red {red!r} (choose from mixture, known, "
                         f"{', '.join(_RED_BITS)})")
     return _RED_BITS[red]
-
-
-def _stream_seed(seed: int, key: int, stream: int) -> int:
-    """Twin of wfrl_plan_stream_seed."""
-    x = (seed ^ ((key * 0x9E3779B97F4A7C15) & MASK) ^ ((stream * 0xD1B54A32D192ED03) & MASK)) & MASK
-    return splitmix64(x)[1]
-
-
-def comp_of_obs(obs) -> np.ndarray:
-    """Blue's table per host from an observation (twin of wfrl_plan_comp_of): 0 no, 1 unknown,
-    2 user, 3 privileged."""
-    o = np.asarray(obs).reshape(13, 4) != 0
-    return np.where(o[:, 2], np.where(o[:, 3], 3, 1), np.where(o[:, 3], 2, 0)).astype(np.uint8)
-
-
-class ParticleFilterReference:
-    """Plain-Python twin of the compiled belief update (advance, reject, resample; csrc/
-    wfrl_plan.h): particles are envs of a Cage2Sim stepped one by one from Python, survivors and
-    resampling computed here, RNGs drawn from the Python xoshiro."""
-
-    def __init__(self, particles: int, seed: int):
-        self.n = particles
-        self.seed = seed
-
-    def reset(self, red_bits: int, leaderboard: bool = False, key: int = 0):
-        from wfrl._core import Cage2Sim, cage2_state, seed_cage2_rng, set_cage2_state
-        self.filter = Xoshiro256(_stream_seed(self.seed, key, 1))
-        kinds = [name for bit, name in zip((1, 2, 4), _KIND_NAMES) if red_bits & bit]
-        starts = []
-        for name in kinds:
-            one = Cage2Sim(1, name, leaderboard)
-            one.reset(0, 0)
-            starts.append(cage2_state(one, 0))
-        self.sim = Cage2Sim(self.n, "B_lineAgent", leaderboard)
-        for i in range(self.n):
-            set_cage2_state(self.sim, i, starts[i % len(starts)])
-            seed_cage2_rng(self.sim, i, self.filter.next())
-        self.fallbacks = 0
-
-    def observe(self, action: int, obs) -> int:
-        from wfrl._core import cage2_state, seed_cage2_rng, set_cage2_comp, set_cage2_state
-        obs = np.asarray(obs, np.float32)
-        mism = [int(np.count_nonzero(self.sim.step(i, action)[0] != obs)) for i in range(self.n)]
-        surv = [i for i, m in enumerate(mism) if m == 0]
-        exact = len(surv)
-        if not surv:
-            best = min(mism)
-            surv = [i for i, m in enumerate(mism) if m == best]
-            self.fallbacks += 1
-        u = self.filter.uniform()
-        S = len(surv)
-        picked = [cage2_state(self.sim, surv[min(int((k + u) * S / self.n), S - 1)])
-                  for k in range(self.n)]
-        comp = comp_of_obs(obs)
-        for k, st in enumerate(picked):
-            set_cage2_state(self.sim, k, st)
-            if not exact:
-                set_cage2_comp(self.sim, k, comp)
-            seed_cage2_rng(self.sim, k, self.filter.next())
-        return exact
-
-    def belief(self) -> np.ndarray:
-        """The belief block of the particles now (wfrl.features.belief_features)."""
-        from wfrl._core import cage2_red_access, cage2_red_kind
-        from wfrl.features import belief_features
-        return belief_features(np.stack([cage2_red_access(self.sim, i) for i in range(self.n)]),
-                               np.array([cage2_red_kind(self.sim, i) for i in range(self.n)]))
-
-    def states(self) -> np.ndarray:
-        from wfrl._core import cage2_state
-        return np.stack([np.frombuffer(cage2_state(self.sim, i), np.uint8)
-                         for i in range(self.n)])
 
 
 def greedy_policy(checkpoint: str, workflow: str | None = None):

@@ -3,13 +3,15 @@ reference, and the flat arrays a buffer's rows are flattened into (wfrl.ppo.batc
 the learner's batch).
 
 Array names are the same in every layer: obs, actions, logprobs, values, rewards, dones,
-red_access, lengths. Row r is written by one env; lengths[r] counts its valid steps.
+red_access, lengths, and belief (the belief block of every step) in the buffers of a policy with
+the belief input. Row r is written by one env; lengths[r] counts its valid steps.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from wfrl.envs.base import N_HOSTS, OBS_DIM
+from wfrl.features import BELIEF_DIM
 
 TRAJ_FIELDS = {
     # name: (dtype, trailing shape)
@@ -23,8 +25,20 @@ TRAJ_FIELDS = {
 }
 
 
-def allocate_trajectory(n_rows: int, T: int) -> dict:
-    arrays = {name: np.zeros((n_rows, T) + tail, dtype=dt) for name, (dt, tail) in TRAJ_FIELDS.items()}
+BELIEF_FIELD = (np.float32, (BELIEF_DIM,))
+
+
+def traj_fields(net=None) -> dict:
+    """The trajectory fields a buffer for network `net` (a NetSpec, or None) holds: TRAJ_FIELDS,
+    and "belief" for a network with the belief input."""
+    if net is not None and getattr(net, "belief", 0):
+        return {**TRAJ_FIELDS, "belief": BELIEF_FIELD}
+    return TRAJ_FIELDS
+
+
+def allocate_trajectory(n_rows: int, T: int, net=None) -> dict:
+    arrays = {name: np.zeros((n_rows, T) + tail, dtype=dt)
+              for name, (dt, tail) in traj_fields(net).items()}
     arrays["lengths"] = np.zeros(n_rows, dtype=np.int32)
     return arrays
 
@@ -41,7 +55,7 @@ class ReferenceTrajectoryBuffer:
         self.arrays = arrays
         self.n_rows, self.T = arrays["obs"].shape[:2]
 
-    def push(self, row, obs, action, logprob, value, reward, done, red_access):
+    def push(self, row, obs, action, logprob, value, reward, done, red_access, belief=None):
         a = self.arrays
         t = int(a["lengths"][row])
         if t >= self.T:
@@ -53,6 +67,8 @@ class ReferenceTrajectoryBuffer:
         a["rewards"][row, t] = reward
         a["dones"][row, t] = done
         a["red_access"][row, t] = red_access
+        if belief is not None and "belief" in a:
+            a["belief"][row, t] = belief
         a["lengths"][row] = t + 1
         return t
 

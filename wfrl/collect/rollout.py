@@ -12,7 +12,8 @@ import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-from wfrl.features import MASKED_LOGIT, TRUTH_DIM, MemoryTracker, truth_features
+from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, TRUTH_DIM, MemoryTracker,
+                           ParticleFilterReference, truth_features)
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow
@@ -25,7 +26,7 @@ def make_policy(weights: np.ndarray, net, workflow: Workflow, lam: float,
     from wfrl._core import Policy
     net = as_netspec(net)
     return Policy(weights, net.hidden, workflow.onehot(), workflow.rank, lam, count_foothold, greedy,
-                  net.memory, net.mask, net.truth_input)
+                  net.memory, net.mask, net.truth_input, net.belief, net.belief_reds)
 
 
 def stats_arrays(n: int) -> dict:
@@ -60,11 +61,17 @@ def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
         st = stats_arrays(len(episodes))
         slots.run_episodes(0, policy, env_seeds, act_seeds, rows, buffer, st, horizon)
         return stats_list(st, episodes, version)
-    from wfrl._core import Actor
-    actor = Actor(policy)
+    actor = make_actor(policy, backend)
     return [actor_episode(backend, actor, int(e), int(es), int(ac), buffer, int(r), version,
                           horizon=horizon, observer=observer)
             for e, es, ac, r in zip(episodes, env_seeds, act_seeds, rows)]
+
+
+def make_actor(policy, backend):
+    """The compiled per-step actor of `policy` for a Python-stepped backend (a belief policy's
+    particles then play by the backend's CybORG code)."""
+    from wfrl._core import Actor
+    return Actor(policy, bool(getattr(backend, "leaderboard", False)))
 
 
 def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, version,
@@ -78,6 +85,7 @@ def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, vers
     if buffer is not None:
         buffer.arrays["lengths"][row] = 0
     env_return = alignment = 0.0
+    belief = actor.policy.belief > 0 and buffer is not None
     for t in range(horizon):
         action, logp, value, bonus = actor.act(obs, red_access)
         next_obs, reward, next_access = backend.step(action)
@@ -85,7 +93,8 @@ def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, vers
         if done:
             bonus += actor.finish()
         if buffer is not None:
-            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
+            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access,
+                        actor.belief() if belief else None)
         env_return += reward
         alignment += bonus
         if observer is not None:
@@ -121,13 +130,15 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
 
 def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env_seed, act_seed,
                           count_foothold=False, greedy=False, buffer=None, row=0,
-                          first_fix_bonus=True, inputs=None):
+                          first_fix_bonus=True, inputs=None, beliefs=None):
     """Plain-Python twin of the compiled rollout loop (numpy forward, Python xoshiro, Python
-    memory, truth block and mask). hidden: a NetSpec or a hidden width. first_fix_bonus=False: the
+    memory, truth block, belief block (wfrl.features.ParticleFilterReference) and mask). hidden: a
+    NetSpec or a hidden width. first_fix_bonus=False: the
     alignment rule without the first-fix bonus (the compiled loop has only the rule with it; the
     learner takes the difference off). inputs: a list that receives a copy of each step's policy
-    input."""
+    input; beliefs: a list that receives each step's belief block (a belief network)."""
     net = as_netspec(hidden)
+    filt = ParticleFilterReference(net.belief, act_seed) if net.belief else None
     policy = NumpyPolicy(weights, net.hidden, net.in_dim)
     rng = Xoshiro256(act_seed)
     tracker = ComplianceTracker(workflow, lam, count_foothold, first_fix_bonus)
@@ -148,6 +159,17 @@ def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env
             k += len(feats)
         if net.truth_input:
             x[k:k + TRUTH_DIM] = truth_features(red_access)
+            k += TRUTH_DIM
+        block = None
+        if filt is not None:
+            if t == 0:   # the compiled loop's filter: stream 3 of (the action seed, key 0)
+                filt.reset(net.belief_reds, bool(getattr(backend, "leaderboard", False)), 0, 3)
+            else:
+                filt.observe(actions[-1], obs)
+            block = filt.belief()
+            x[k:k + BELIEF_DIM] = block
+            if beliefs is not None:
+                beliefs.append(block)
         if inputs is not None:
             inputs.append(x.copy())
         logits, value = policy.forward(x)
@@ -161,7 +183,7 @@ def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env
         if done:
             bonus += tracker.finish()
         if buffer is not None:
-            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access)
+            buffer.push(row, obs, action, logp, value, reward + bonus, done, red_access, block)
         actions.append(action)
         env_return += reward
         alignment += bonus

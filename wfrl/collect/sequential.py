@@ -21,7 +21,7 @@ class SequentialCollector:
         self.seed = seed
         self.lam = lam
         self.count_foothold = count_foothold
-        self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN))
+        self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN, hidden))
 
     def collect(self, weights: np.ndarray, version: int, workflow: Workflow, first_episode: int,
                 n_episodes: int, spread: bool = False) -> list[EpisodeStats]:

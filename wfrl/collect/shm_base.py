@@ -4,7 +4,7 @@ trajectory rows, the weights board, and the per-row episode statistics the worke
 from __future__ import annotations
 
 from wfrl.collect import worker
-from wfrl.collect.buffer import TRAJ_FIELDS
+from wfrl.collect.buffer import traj_fields
 from wfrl.collect.shm import SharedArrays, WeightsBoard, worker_signals_deferred  # noqa: F401
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
@@ -57,9 +57,10 @@ class SharedCollectorBase:
         self.backend_name, self.red_agent = backend, red_agent
         self.hidden, self.seed, self.lam, self.count_foothold = hidden, seed, lam, count_foothold
         self.n_workers, self.n_rows = n_workers, n_rows
-        self.shm = SharedArrays(worker.shared_spec(n_rows, EP_LEN, as_netspec(hidden).n_params))
+        net = as_netspec(hidden)
+        self.shm = SharedArrays(worker.shared_spec(n_rows, EP_LEN, net.n_params, net))
         a = self.shm.arrays
-        self.buffer = TrajectoryBuffer({k: a[k] for k in list(TRAJ_FIELDS) + ["lengths"]})
+        self.buffer = TrajectoryBuffer({k: a[k] for k in list(traj_fields(net)) + ["lengths"]})
         self.board = WeightsBoard(a)
         self.rebuilds = 0
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from wfrl.collect import worker
-from wfrl.collect.rollout import actor_episode, stats_arrays, stats_list
+from wfrl.collect.rollout import actor_episode, make_actor, stats_arrays, stats_list
 from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
                                   SharedCollectorBase, end_processes, worker_signals_deferred)
 from wfrl.collect.stats import EpisodeStats
@@ -40,7 +40,7 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
     """Wait for a command, play this worker's share of the batch in lock-step."""
     from wfrl.collect.worker import yield_to_learner
     yield_to_learner()
-    from wfrl._core import Actor, SimSlots
+    from wfrl._core import SimSlots
     from wfrl.rng import episode_seeds
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     st = worker.WorkerState(*init_args)
@@ -53,7 +53,7 @@ def _sync_loop(w, n_workers, k, init_args, cmd, start, step, done):
         if op == CMD_STOP:
             return
         policy = st.policy(wf_index)
-        actor = None if slots is not None else Actor(policy)
+        actor = None if slots is not None else make_actor(policy, st.backend)
         wave = n_workers * k
         for base in range(0, n, wave):
             worker.stress_delay()

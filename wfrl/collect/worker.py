@@ -11,7 +11,7 @@ import signal
 
 import numpy as np
 
-from wfrl.collect.buffer import TRAJ_FIELDS
+from wfrl.collect.buffer import traj_fields
 from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.collect.shm import Attached, WeightsBoard
 from wfrl.envs import make_backend
@@ -24,8 +24,10 @@ STATS_SPEC = {  # per buffer row: the episode that last completed in it
 }
 
 
-def shared_spec(n_rows: int, T: int, n_weights: int) -> dict:
-    spec = {name: ((n_rows, T) + tail, dt) for name, (dt, tail) in TRAJ_FIELDS.items()}
+def shared_spec(n_rows: int, T: int, n_weights: int, net=None) -> dict:
+    """The shared segment's arrays: the trajectory rows of network `net` (with the belief field
+    for a belief network), the per-row statistics and the weights board."""
+    spec = {name: ((n_rows, T) + tail, dt) for name, (dt, tail) in traj_fields(net).items()}
     spec["lengths"] = ((n_rows,), np.int32)
     spec.update({name: ((n_rows,), dt) for name, dt in STATS_SPEC.items()})
     spec["weights"] = ((n_weights,), np.float32)
@@ -38,7 +40,7 @@ class WorkerState:
         from wfrl._core import TrajectoryBuffer
         self.att = Attached(handle)
         a = self.att.arrays
-        self.buffer = TrajectoryBuffer({k: a[k] for k in list(TRAJ_FIELDS) + ["lengths"]})
+        self.buffer = TrajectoryBuffer({k: a[k] for k in list(traj_fields(hidden)) + ["lengths"]})
         self.stats = a
         self.board = WeightsBoard(a)
         self.weights = np.zeros_like(a["weights"])

@@ -1,5 +1,5 @@
 """From a filled trajectory buffer to the learner's flat batch: GAE (compiled) over the buffer's
-rows, flattened, with each step's full policy input (observation, memory block and truth block if
+rows, flattened, with each step's full policy input (observation, memory, truth and belief blocks if
 the network has them, workflow conditioning) and its allowed actions if the network masks them."""
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ def reference_memory_rows(obs, actions, lengths, memory=True, mask=True):
     valid = np.arange(obs.shape[1])[None, :] < np.asarray(lengths)[:rows, None]
     feats, allowed = memory_and_masks(obs, actions, memory, mask)
     return (feats[valid] if memory else None), (allowed[valid].astype(np.uint8) if mask else None)
+
+
+def belief_rows(belief, lengths):
+    """The recorded belief blocks of the valid steps, row-major (the order of flatten)."""
+    valid = np.arange(belief.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    return belief[valid]
 
 
 def reference_truth_rows(red_access, lengths):
@@ -72,7 +78,8 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     rebuilt from the row's observations and actions by the compiled memory (the rollout loop's
     own code; reference_memory_rows is its plain-Python twin), with `mask` the allowed actions
     likewise, with `truth_input` the truth block from the red access the buffer recorded at every
-    step (the compiled truth_rows; reference_truth_rows is its twin). reference=True builds them
+    step (the compiled truth_rows; reference_truth_rows is its twin), with `belief` the belief block
+    the buffer recorded with every step (the rollout loop's filter ran once). reference=True builds them
     with the plain-Python twins instead (the original path, kept for `wfrl bench train`'s
     comparison). first_fix: reward added at each episode's first fix before GAE
     (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
@@ -98,6 +105,10 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     if net.truth_input:
         rows_fn = reference_truth_rows if reference else truth_rows
         parts.append(rows_fn(a["red_access"], a["lengths"]))
+    if net.belief:
+        if "belief" not in a:
+            raise ValueError("to_batch: a belief network needs a buffer with the belief field")
+        parts.append(belief_rows(a["belief"], a["lengths"]))
     parts.append(row_cond[flat["rows"][:n]])
     obs = np.concatenate(parts, axis=1)
     return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],

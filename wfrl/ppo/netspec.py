@@ -7,12 +7,14 @@ Flat weights (what workers receive): float32, each weight row-major [out, in] fo
 This is exactly the order of wfrl.ppo.policy.ActorCritic.parameters().
 
 The policy input, in this order (each block only where the NetSpec turns it on):
-    observation 52 ⊕ [memory block 66] ⊕ [truth block 39] ⊕ workflow one-hot 25
-so I is 77, 143 with memory, 116 with truth, 182 with both. The memory block
-(wfrl.features.MemoryTracker, csrc/wfrl_memory.h) is built from what the defender saw and did;
-the truth block (wfrl.features.truth_features, csrc/wfrl_truth.h) is red's true access per host,
-which no defender sees: a network with it is the full-information bound (docs/bound.md), not a
-deployable defender.
+    observation 52 ⊕ [memory block 66] ⊕ [truth block 39] ⊕ [belief block 42] ⊕ workflow one-hot 25
+so I is 77, 143 with memory, 116 with truth, 182 with both, 185 with memory and the belief. The
+memory block (wfrl.features.MemoryTracker, csrc/wfrl_memory.h) is built from what the defender
+saw and did; the truth block (wfrl.features.truth_features, csrc/wfrl_truth.h) is red's true
+access per host, which no defender sees: a network with it is the full-information bound
+(docs/bound.md), not a deployable defender. The belief block (wfrl.features.belief_features,
+csrc/wfrl_belief.h) is what a particle filter of `belief` particles, fed the same observations
+and actions, believes about red: a deployable defender's input.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from wfrl.envs.base import N_ACTIONS, OBS_DIM
-from wfrl.features import MEM_DIM, TRUTH_DIM
+from wfrl.features import BELIEF_DIM, MEM_DIM, TRUTH_DIM
 from wfrl.workflow import COND_DIM
 
 IN_DIM = OBS_DIM + COND_DIM
@@ -35,10 +37,13 @@ class NetSpec:
     memory: bool = False
     mask: bool = False
     truth_input: bool = False
+    belief: int = 0          # particles of the belief block (0: no belief input)
+    belief_reds: int = 7     # the red kinds the particles may be (PLAN_RED_* bits; 7: all three)
 
     @property
     def in_dim(self) -> int:
-        return IN_DIM + (MEM_DIM if self.memory else 0) + (TRUTH_DIM if self.truth_input else 0)
+        return (IN_DIM + (MEM_DIM if self.memory else 0) + (TRUTH_DIM if self.truth_input else 0)
+                + (BELIEF_DIM if self.belief else 0))
 
     @property
     def n_params(self) -> int:
@@ -48,10 +53,21 @@ class NetSpec:
         return asdict(self)
 
     def describe(self) -> str:
-        """e.g. "hidden 64, memory on, mask on" (", truth input on" where it is)."""
+        """e.g. "hidden 64, memory on, mask on" (", truth input on", ", belief 32 particles
+        (mixture)" where they are)."""
         on = {True: "on", False: "off"}
         return (f"hidden {self.hidden}, memory {on[self.memory]}, mask {on[self.mask]}"
-                + (", truth input on" if self.truth_input else ""))
+                + (", truth input on" if self.truth_input else "")
+                + (f", belief {self.belief} particles ({belief_red_name(self.belief_reds)})"
+                   if self.belief else ""))
+
+
+def belief_red_name(bits: int) -> str:
+    """The name of a belief red set: mixture (all three kinds) or the one red agent."""
+    from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS
+    if bits == MIXTURE_RED_BITS:
+        return "mixture"
+    return next((name for name, b in PARTICLE_RED_BITS.items() if b == bits), f"bits {bits}")
 
 
 def as_netspec(net) -> NetSpec:

@@ -36,7 +36,7 @@ from collections import deque
 
 import numpy as np
 
-from wfrl.collect.buffer import TRAJ_FIELDS, allocate_trajectory, compiled_buffer
+from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, traj_fields
 from wfrl.collect.ray.address import connect_to_cluster
 from wfrl.collect.ray.common import RayClusterError, RayNodeLost, import_ray
 from wfrl.collect.ray.local import (LocalRay, _alive, _argv, _Guardian, _raylet_of_socket,
@@ -64,7 +64,7 @@ class EpisodeActor:
         from wfrl.envs import make_backend
         self.backend = make_backend(backend, red_agent, seed=seed)
         self.hidden, self.seed, self.lam, self.count_foothold = hidden, seed, lam, count_foothold
-        self.buffer = compiled_buffer(allocate_trajectory(rows, EP_LEN))
+        self.buffer = compiled_buffer(allocate_trajectory(rows, EP_LEN, hidden))
         self._policy_key = None
         self._policy = None
 
@@ -97,7 +97,7 @@ class EpisodeActor:
         self.buffer.clear()
         stats = run_episodes(self.backend, policy, episodes, self.seed, self.buffer)
         a = self.buffer.arrays
-        rows = {k: a[k][:n].copy() for k in list(TRAJ_FIELDS) + ["lengths"]}
+        rows = {k: a[k][:n].copy() for k in list(traj_fields(self.hidden)) + ["lengths"]}
         st = {"episode": [s.episode for s in stats], "env_return": [s.env_return for s in stats],
               "alignment": [s.alignment for s in stats],
               "compliance": [s.compliance for s in stats], "fixes": [s.fixes for s in stats],
@@ -120,7 +120,7 @@ class RayCollector:
         self.hidden, self.seed, self.lam, self.count_foothold = hidden, seed, lam, count_foothold
         self.n_workers, self.n_rows = n_workers, n_rows
         self.chunk = chunk or (1 if backend_engine(backend) == "cyborg" else 64)
-        self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN))
+        self.buffer = compiled_buffer(allocate_trajectory(n_rows, EP_LEN, hidden))
         self.rebuilds = 0
         self.local: LocalRay | None = None
         self._connected = False

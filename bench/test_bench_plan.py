@@ -106,3 +106,45 @@ def test_belief_update_cost(benchmark, planning):
     print("\nacting step %.1f us; belief update + block per step: %s" % (act * 1e6, ", ".join(
         f"N={n} {med[n] * 1e6:.1f} us (rate kept {act / (act + med[n]):.2f})" for n in ns)))
     assert med[256] <= 1.5 * 16 * med[16], med
+
+
+def test_belief_policy_decision_time(benchmark):
+    """Time per decision at evaluation of a policy with the belief input (its filter's update,
+    block and forward pass: Actor.act) against the same actor without the belief, alternated
+    episode by episode on the same B_line episodes of the simulator, for N = 16, 32 and 64
+    particles. Recorded: µs per decision of each. Asserted: with 32 particles a decision stays
+    below a millisecond (a CybORG step takes tens of milliseconds)."""
+    from wfrl._core import Actor, Cage2Sim
+    from wfrl.collect.rollout import make_policy
+    from wfrl.ppo.netspec import NetSpec
+    from wfrl.ppo.policy import ActorCritic
+    from wfrl.workflow import Workflow
+    wf = Workflow.parse("critical_first")
+    nets = {n: NetSpec(64, True, True, belief=n) for n in (0, 16, 32, 64)}
+    actors = {n: Actor(make_policy(ActorCritic(64, net.in_dim).flat_weights(), net, wf, 30.0,
+                                   greedy=True)) for n, net in nets.items()}
+    per = {n: [] for n in nets}
+    sim = Cage2Sim(1, "B_lineAgent")
+    access = np.zeros(13, np.uint8)
+    seeds = iter(range(10 ** 6))
+
+    def episode():
+        seed = next(seeds)
+        for n, actor in actors.items():
+            obs, _ = sim.reset(0, seed)
+            actor.begin(seed)
+            spent = 0.0
+            for _ in range(100):
+                t0 = time.perf_counter()
+                a = actor.act(obs, access)[0]
+                spent += time.perf_counter() - t0
+                obs = sim.step(0, a)[0]
+            per[n].append(spent / 100)
+
+    benchmark.group = "plan-belief"
+    benchmark.pedantic(episode, rounds=8, iterations=1, warmup_rounds=1)
+    med = {n: float(np.median(v[1:])) * 1e6 for n, v in per.items()}
+    for n, us in med.items():
+        benchmark.extra_info[f"decision_{n}_particles_us"] = round(us, 2)
+    print("\nper decision: " + ", ".join(f"N={n} {us:.1f} us" for n, us in med.items()))
+    assert med[32] < 1000.0, med

@@ -15,6 +15,12 @@ All asserted figures are ratios; the episodes/s behind them are recorded only. T
 torch's public path (no private kernels: what a torch outside wfrl.ppo.optim.MEASURED_TORCH
 runs) is timed beside the default path and recorded (update_speedup_over_public_torch).
 
+test_belief_training_throughput (issue: the belief): the shipped recipe's training (sequential
+collector, 200 episodes per update, mixed red) with the belief block of 32 particles against the
+same training without it, collect alone and end to end alternated in one run
+(wfrl.benchmarks.bench_belief_train; `wfrl bench train --belief-input 32 ...` prints the same).
+Asserted: end to end with the belief at ≥ 0.5x the rate without it.
+
 test_quick_exit: a short command (`wfrl eval`, one episode) with wfrl's quick exit against the
 ordinary interpreter exit (WFRL_ORDINARY_EXIT=1), alternated, medians of seven: the quick exit
 stays only while it is faster.
@@ -25,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from wfrl.benchmarks import bench_train
+from wfrl.benchmarks import bench_belief_train, bench_train
 from wfrl.ppo.learner import COMPILED_FAST
 
 
@@ -49,6 +55,17 @@ def test_train_update_and_overlap(benchmark):
     if COMPILED_FAST:
         assert out["update_speedup_over_torch_steps"] >= 1.1
     assert out["e2e_overlap_episodes_per_s"] >= 0.97 * out["e2e_no_overlap_episodes_per_s"]
+
+
+def test_belief_training_throughput(benchmark):
+    out = {}
+    benchmark.group = "train"
+    benchmark.pedantic(lambda: out.update(bench_belief_train(32, 200, batches=6,
+                                                             e2e_episodes=6000, repeats=3,
+                                                             progress=print)),
+                       rounds=1, iterations=1)
+    benchmark.extra_info.update({k: v for k, v in out.items() if not isinstance(v, list)})
+    assert out["belief_vs_plain"] >= 0.5
 
 
 def test_quick_exit(benchmark):

@@ -258,3 +258,74 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     say(f"end to end: {out['e2e_overlap_episodes_per_s']:.0f} episodes/s with overlap, "
         f"{out['e2e_no_overlap_episodes_per_s']:.0f} without: {out['overlap_speedup']:.2f}x")
     return out
+
+
+def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batches: int = 8,
+                       e2e_episodes: int = 4000, repeats: int = 3, collector: str = "sequential",
+                       n_workers: int = 2, red_agent: str = "mixed", seed: int = 0,
+                       progress=None) -> dict:
+    """What the belief input costs a training run, in one run, on the simulator with the
+    recipe's learner settings (memory block, mask): the same training with and without the
+    belief block of `particles` particles —
+
+    - collect: the collector alone, `batches` batches of episodes_per_update episodes each, the
+      two networks alternated batch by batch (episodes/s);
+    - end_to_end: `wfrl train --workflow critical_first` on e2e_episodes episodes (overlap on,
+      as a run trains), the two alternated run by run, `repeats` times (median episodes/s, the
+      wall time including start-up).
+    belief_vs_plain is the end-to-end ratio; collect_belief_vs_plain the collect-only one."""
+    import dataclasses
+    import tempfile
+
+    from wfrl.config import PPOConfig, TrainConfig, preset_settings, resolve_collector
+    from wfrl.ppo.learner import PPOLearner
+    from wfrl.train import train
+
+    say = progress or (lambda line: None)
+    collector = resolve_collector(collector)
+    _, ppo_preset = preset_settings("recipe")
+    ppos = {"plain": PPOConfig(**ppo_preset),
+            "belief": PPOConfig(**{**ppo_preset, "belief_input": particles})}
+    wf = Workflow.parse("critical_first")
+    out = {"collector": collector, "n_workers": n_workers, "particles": particles,
+           "episodes_per_update": episodes_per_update, "red_agent": red_agent}
+    collectors = {k: make_collector(collector, "sim", red_agent, p.net(), seed, 30.0, False,
+                                    n_workers, episodes_per_update) for k, p in ppos.items()}
+    weights = {k: PPOLearner(p, seed=seed).flat_weights() for k, p in ppos.items()}
+    times = {k: [] for k in ppos}
+    try:
+        for b in range(batches + 1):          # the first round warms up
+            for k, c in collectors.items():
+                t = time.perf_counter()
+                c.collect(weights[k], 0, wf, b * episodes_per_update, episodes_per_update)
+                if b:
+                    times[k].append(time.perf_counter() - t)
+    finally:
+        for c in collectors.values():
+            c.close()
+    for k in ppos:
+        out[f"collect_{k}_episodes_per_s"] = episodes_per_update / _median(times[k])
+    out["collect_belief_vs_plain"] = out["collect_belief_episodes_per_s"] / \
+        out["collect_plain_episodes_per_s"]
+    say(f"collect only ({collector}): {out['collect_plain_episodes_per_s']:.0f} episodes/s "
+        f"without the belief, {out['collect_belief_episodes_per_s']:.0f} with {particles} "
+        f"particles: {out['collect_belief_vs_plain']:.2f}x")
+    walls = {k: [] for k in ppos}
+    for r in range(repeats):
+        for k, ppo in ppos.items():
+            with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
+                cfg = TrainConfig(workflow=str(wf), collector=collector, n_workers=n_workers,
+                                  red_agent=red_agent, total_episodes=e2e_episodes,
+                                  episodes_per_update=episodes_per_update, eval_every=0,
+                                  seed=seed, out=d, ppo=dataclasses.replace(ppo))
+                t = time.perf_counter()
+                train(cfg, progress=lambda line: None)
+                walls[k].append(time.perf_counter() - t)
+            say(f"end to end, {k}, run {r + 1}: {e2e_episodes / walls[k][-1]:.0f} episodes/s")
+    for k in ppos:
+        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
+        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    out["belief_vs_plain"] = out["e2e_belief_episodes_per_s"] / out["e2e_plain_episodes_per_s"]
+    say(f"end to end: {out['e2e_plain_episodes_per_s']:.0f} episodes/s without the belief, "
+        f"{out['e2e_belief_episodes_per_s']:.0f} with it: {out['belief_vs_plain']:.2f}x")
+    return out

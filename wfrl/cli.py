@@ -478,10 +478,15 @@ def _cmd_bench_search(a) -> int:
 def _cmd_bench_train(a) -> int:
     from wfrl.config_tools import BenchTrainConfig
     cfg = BenchTrainConfig(**_given(a, field_names(BenchTrainConfig))).validate()
-    from wfrl.benchmarks import bench_train
+    from wfrl.benchmarks import bench_belief_train, bench_train
     say = None if a.json else (lambda line: print(line, flush=True))
-    res = bench_train(cfg.episodes_per_update, cfg.batches, cfg.e2e_episodes, cfg.repeats,
-                      cfg.collector, cfg.n_workers, cfg.red_agent, cfg.seed, progress=say)
+    if cfg.belief_input:
+        res = bench_belief_train(cfg.belief_input, cfg.episodes_per_update, cfg.batches,
+                                 cfg.e2e_episodes, cfg.repeats, cfg.collector, cfg.n_workers,
+                                 cfg.red_agent, cfg.seed, progress=say)
+    else:
+        res = bench_train(cfg.episodes_per_update, cfg.batches, cfg.e2e_episodes, cfg.repeats,
+                          cfg.collector, cfg.n_workers, cfg.red_agent, cfg.seed, progress=say)
     if a.json:
         print(json.dumps(res))
     return 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wfrl.config import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR, Settings,
-                         _backend, _collector, _red_agent, flag_name, positive, seed_range,
-                         setting)
+                         _backend, _collector, _red_agent, flag_name, non_negative, positive,
+                         seed_range, setting)
 from wfrl.errors import UserError
 
 
@@ -76,6 +76,9 @@ class BenchTrainConfig(Settings):
     """End-to-end runs with and without overlap (alternated)."""
     seed: int = setting(0, check=seed_range)
     """Seed of the learner and the episodes."""
+    belief_input: int = setting(0, check=non_negative, metavar="N")
+    """Time only training with the belief block of N particles against the same training without
+    it (collect alone and end to end, alternated); 0: the other measurements."""
 
 
 @dataclass

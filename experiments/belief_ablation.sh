@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The belief-input ablation (docs/bound.md): the shipped recipe (mixed red, critical_first,
 # --no-first-fix-bonus, schedules annealed to 0.1) at EPISODES episodes with the memory block, the
-# belief block of N particles, or both, two runs at a time; then every run's best.pt on the CAGE2
+# belief block of N particles, or both, LANES runs at a time (VARIANTS: a subset of the names); then every run's best.pt on the CAGE2
 # protocol on the simulator (seed 153, 1,000 episodes per setting; training never plays seed 153).
 #   bash experiments/belief_ablation.sh OUT_DIR
 set -euo pipefail
@@ -14,8 +14,16 @@ jobs=()
 for seed in ${SEEDS:-1 2}; do
     jobs+=("memory_s$seed --memory" "memory_belief16_s$seed --memory --belief-input 16"
            "memory_belief32_s$seed --memory --belief-input 32"
-           "memory_belief64_s$seed --memory --belief-input 64" "belief32_s$seed --belief-input 32")
+           "memory_belief64_s$seed --memory --belief-input 64"
+           "belief32_s$seed --no-memory --belief-input 32")
 done
+if [ -n "${VARIANTS:-}" ]; then
+    keep=()
+    for j in "${jobs[@]}"; do
+        for v in $VARIANTS; do [[ "${j%% *}" == "${v}_s"* ]] && keep+=("$j"); done
+    done
+    jobs=("${keep[@]}")
+fi
 run() {
     set -- $1
     name=$1; shift

@@ -365,10 +365,12 @@ class CheckpointAgent:
         self.actor.begin(0)
 
 
-def load_agent(checkpoint: str, workflow: str | None = None) -> CheckpointAgent:
+def load_agent(checkpoint: str, workflow: str | None = None,
+               leaderboard: bool = False) -> CheckpointAgent:
     """`wfrl.load_agent("pretrained:critical_first")`: the checkpoint as a CAGE2 agent
-    (CheckpointAgent); a bad checkpoint or workflow raises wfrl.errors.UserError in one line."""
-    return CheckpointAgent(checkpoint, workflow)
+    (CheckpointAgent; leaderboard: a belief policy's particles play by the leaderboard's CybORG
+    code); a bad checkpoint or workflow raises wfrl.errors.UserError in one line."""
+    return CheckpointAgent(checkpoint, workflow, leaderboard)
 
 
 class WorkflowFollower:

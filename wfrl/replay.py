@@ -68,7 +68,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
     decision-time search."""
     from wfrl.agents import CheckpointAgent, make_agent, play_episodes
     from wfrl.envs import make_backend
-    from wfrl.envs.base import check_backend, check_red_agent
+    from wfrl.envs.base import check_backend, check_red_agent, is_leaderboard
     from wfrl.workflow import Workflow, fix_target, is_compliant
     check_backend(backend)
     check_red_agent(red_agent, allow_mixed=False)
@@ -82,7 +82,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         player = _PlanningAgent(checkpoint, workflow, backend, red_agent, plan)
         workflow, who = player.workflow, f"checkpoint {checkpoint} with decision-time search"
     elif checkpoint is not None:
-        player = CheckpointAgent(checkpoint, workflow)
+        player = CheckpointAgent(checkpoint, workflow, is_leaderboard(backend))
         workflow, who = player.workflow, f"checkpoint {checkpoint}"
     else:
         player, who = make_agent(agent, workflow), f"agent {agent}"

@@ -20,7 +20,7 @@
  * (csrc/wfrl_rollout.h) from the episode's action seed (wfrl_belief_seed), so the belief depends
  * on the seed and the history alone. All memory is the caller's (wfrl_filter_bytes, laid out once
  * by wfrl_filter_init); nothing is allocated per step.
- * Reference: wfrl/plan.py (ParticleFilterReference), held equal by tests/test_plan.py and
+ * Reference: wfrl/features.py (ParticleFilterReference), held equal by tests/test_plan.py and
  * tests/test_belief.py.
  *
  * Belief block (WFRL_BELIEF_DIM floats): what the filter believes about red, in the layout of the

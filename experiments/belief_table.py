@@ -1,7 +1,7 @@
-"""The belief ablation's table: for every `NAME.cage2.json` in a directory (a `wfrl eval --cage2
---json` record), B_line-100 and Meander-100 mean ± se, the lowest compliance and the nine-setting
+"""The belief ablation's table: for every `NAME.cage2.json` or `NAME.json` in a directory (a
+`wfrl eval --cage2 --json` record), B_line-100 and Meander-100 mean ± se, the lowest compliance and the nine-setting
 total, with each variant's mean over its seeds (runs named VARIANT_sSEED).
-    python experiments/belief_table.py DIR [--markdown]"""
+    python experiments/belief_table.py DIR"""
 import glob
 import json
 import os
@@ -11,15 +11,15 @@ from collections import defaultdict
 
 
 def rows(directory):
-    for path in sorted(glob.glob(os.path.join(directory, "*.cage2.json"))):
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
         d = json.load(open(path))
         by = {(s["red_agent"], s["steps"]): s for s in d["settings"]}
-        name = os.path.basename(path)[:-len(".cage2.json")]
+        name = os.path.basename(path).removesuffix(".json").removesuffix(".cage2")
         yield name, by[("B_lineAgent", 100)], by[("RedMeanderAgent", 100)], d["total"], min(
             s["compliance"] for s in d["settings"] if s["fixes_per_episode"] > 0)
 
 
-def main(directory, markdown=False):
+def main(directory):
     groups = defaultdict(list)
     lines = []
     for name, b, m, total, comp in rows(directory):
@@ -40,4 +40,4 @@ def main(directory, markdown=False):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], "--markdown" in sys.argv)
+    main(sys.argv[1])

@@ -143,7 +143,8 @@ def test_training_keeps_the_best_evaluated_policy(tmp_path, capsys):
     best = [r for r in rows if r["Best"] == "1"][-1]
     ck = torch.load(out / "best.pt", weights_only=True)
     assert ck["selection"]["Episodes"] == int(best["Episodes"])
-    assert ck["net"] == {"hidden": 16, "memory": True, "mask": True, "truth_input": False}
+    assert ck["net"] == {"hidden": 16, "memory": True, "mask": True, "truth_input": False,
+                         "belief": 0, "belief_reds": 7}
     feasible = [float(r["Reward"]) for r in rows if float(r["Compliance"]) >= 0.95]
     assert float(best["Reward"]) == max(feasible or rewards)
     summary = json.loads((out / "summary.json").read_text())

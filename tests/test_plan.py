@@ -10,6 +10,7 @@ import pytest
 from wfrl._core import (CAGE2_STATE_RNG_OFFSET, PLAN_RED_BLINE, PLAN_RED_MEANDER, Cage2Sim,
                         Planner, Policy, in_dim, mlp_n_params)
 from wfrl.errors import UserError
+from wfrl.features import TRUTH_DIM
 from wfrl.plan import ParticleFilterReference, PlanBudget, PlanningPolicy
 from wfrl.workflow import Workflow
 
@@ -251,6 +252,15 @@ def test_planning_policy_on_the_simulator_backend(shipped):
     assert out[0][0] == out[1][0]
     assert out[0][1]["decisions"] == 200 and out[0][1]["belief_steps"] == 198
     assert out[0][1]["belief_quality"] > 0.5
+
+
+def test_planning_policy_takes_a_named_red_and_refuses_an_unknown_one(shipped):
+    pp = PlanningPolicy(backend="sim", budget=PlanBudget(50, 1, 0, 1, 0.0, 1),
+                        red="RedMeanderAgent", policy=shipped)
+    pp.reset("B_lineAgent", key=3)
+    assert pp.planner.belief_features()[TRUTH_DIM + 1] == 1.0     # every particle is Meander
+    with pytest.raises(UserError, match="unknown --plan-red"):
+        PlanningPolicy(backend="sim", red="Blue", policy=shipped)
 
 
 def _choice_by_rule(vals, z):

@@ -124,6 +124,29 @@ def test_ray_batch_equals_sequential_on_sim(local_ray):
 
 
 @pytest.mark.slow
+def test_ray_actors_carry_the_belief_network(local_ray):
+    """A belief network's rows (its belief blocks included) from Ray actors equal the
+    sequential collector's."""
+    from wfrl.ppo.netspec import NetSpec
+    from wfrl.ppo.policy import ActorCritic
+    net = NetSpec(hidden=16, memory=True, mask=True, belief=6)
+    w = ActorCritic(net.hidden, net.in_dim).flat_weights()
+    rows = {}
+    for name, kw in (("sequential", {}), ("ray", {"chunk": 4})):
+        c = (make_collector("sequential", "sim", "mixed", net, 5, 30.0, False, 1, 10)
+             if name == "sequential" else RayCollector("sim", "mixed", net, 5, 30.0, False,
+                                                       n_workers=2, n_rows=10, **kw))
+        try:
+            stats = c.collect(w, 1, WF, 40, 10)
+            rows[name] = ([s.env_return for s in stats], c.buffer.arrays["belief"].copy())
+        finally:
+            c.close()
+    assert rows["sequential"][0] == rows["ray"][0]
+    np.testing.assert_array_equal(rows["sequential"][1], rows["ray"][1])
+    assert rows["ray"][1].any()
+
+
+@pytest.mark.slow
 @pytest.mark.cyborg
 def test_ray_batch_equals_sequential_on_cyborg(local_ray):
     w = perturbed_weights()

@@ -27,3 +27,85 @@ def live_session_processes(sid, wait=10.0):
         if not live or time.time() > deadline:
             return live
         time.sleep(0.2)
+
+
+def collector_rows(names, net, weights, workflow, n_rows, fields=("actions",)):
+    """For each collector of `names`: (the env returns of one batch of n_rows episodes of the
+    simulator against the mixed red, copies of its buffer's `fields`), same seeds for all."""
+    from wfrl.collect.base import make_collector
+    rows = {}
+    for cname in names:
+        c = make_collector(cname, "sim", "mixed", net, 5, 30.0, False, 2, n_rows)
+        try:
+            stats = c.collect(weights, 1, workflow, 40, n_rows)
+            rows[cname] = ([s.env_return for s in stats],
+                           [c.buffer.arrays[f].copy() for f in fields])
+        finally:
+            c.close()
+    return rows
+
+
+def compare_with_reference(backend_name, red, episodes, net, weights, workflow, greedy, seed,
+                           exact=("actions", "red_access", "lengths", "obs")):
+    """The compiled loop (SimSlots on the simulator, the per-step actor on CybORG) against the
+    Python reference loop on the same episodes: the `exact` buffer fields equal, the
+    log-probabilities, values and rewards to float rounding, the returns to 1e-3. Returns the
+    compiled buffer's arrays."""
+    import numpy as np
+    import pytest
+
+    from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
+    from wfrl.collect.rollout import make_policy, run_episode_reference, run_episodes
+    from wfrl.envs import make_backend
+    from wfrl.rng import episode_seeds
+    be = make_backend(backend_name, red)
+    try:
+        buf_c = compiled_buffer(allocate_trajectory(len(episodes), 100, net))
+        buf_r = compiled_buffer(allocate_trajectory(len(episodes), 100, net))
+        stats = run_episodes(be, make_policy(weights, net, workflow, 30.0, greedy=greedy),
+                             episodes, seed, buf_c)
+        env_seeds, act_seeds = episode_seeds(seed, episodes)
+        for k in range(len(episodes)):
+            ref, _ = run_episode_reference(be, weights, net, workflow, 30.0, int(env_seeds[k]),
+                                           int(act_seeds[k]), greedy=greedy, buffer=buf_r, row=k)
+            assert stats[k].env_return == pytest.approx(ref.env_return, abs=1e-3)
+            assert stats[k].fixes == ref.fixes
+    finally:
+        be.close()
+    a, b = buf_c.arrays, buf_r.arrays
+    for name in exact:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    for name in ("logprobs", "values", "rewards"):
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    return a
+
+
+def run_wfrl(*args, timeout=600):
+    """`python -m wfrl ARGS...` in a subprocess, output captured."""
+    import sys
+    return subprocess.run([sys.executable, "-m", "wfrl", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def train_tiny(out, *flags):
+    """A 20-episode single-workflow run (critical_first, mixed red, sequential, no periodic
+    evaluation) into `out` with extra `flags`; asserts it succeeded."""
+    res = run_wfrl("train", "--workflow", "critical_first", "--red-agent", "mixed", *flags,
+                   "--collector", "sequential", "--total-episodes", 20,
+                   "--episodes-per-update", 10, "--eval-every", 0, "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def assert_batch_reproduces_the_rollout(model, batch):
+    """The torch network on the learner batch's input gives the log-probabilities and values the
+    compiled loop computed while acting (masked actions excluded)."""
+    import numpy as np
+    import torch
+    with torch.no_grad():
+        logits, values = model(torch.as_tensor(batch.obs))
+        logits = logits.masked_fill(~torch.as_tensor(batch.masks), -1.0e9)
+        logp = torch.log_softmax(logits, -1).gather(
+            1, torch.as_tensor(batch.actions, dtype=torch.int64)[:, None])[:, 0]
+    np.testing.assert_allclose(logp.numpy(), batch.logprobs, atol=2e-4)
+    np.testing.assert_allclose(values.numpy(), batch.values, atol=2e-4)

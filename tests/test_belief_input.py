@@ -5,12 +5,12 @@ filter (wfrl.features.ParticleFilterReference), block by block and step by step,
 the block recorded in the buffer and handed to the learner; every collector; checkpoints, `wfrl
 eval` and the refusals of bad combinations."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from _helpers import (assert_batch_reproduces_the_rollout, collector_rows, compare_with_reference,
+                      run_wfrl, train_tiny)
 
 import wfrl._core as core
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
@@ -46,25 +46,9 @@ def _model(net, seed=0, scale=4.0):
 def _compare(backend_name, red, episodes, net, greedy=False, seed=11):
     """The compiled loop against the Python reference loop: the same belief block at every step
     (bit for bit), the same actions and observations, log-probabilities and values to rounding."""
-    w = _model(net, seed=2).flat_weights()
-    be = make_backend(backend_name, red)
-    try:
-        buf_c = compiled_buffer(allocate_trajectory(len(episodes), 100, net))
-        buf_r = compiled_buffer(allocate_trajectory(len(episodes), 100, net))
-        stats = run_episodes(be, make_policy(w, net, WF, 30.0, greedy=greedy), episodes, seed,
-                             buf_c)
-        env_seeds, act_seeds = episode_seeds(seed, episodes)
-        for k in range(len(episodes)):
-            ref, _ = run_episode_reference(be, w, net, WF, 30.0, int(env_seeds[k]),
-                                           int(act_seeds[k]), greedy=greedy, buffer=buf_r, row=k)
-            assert stats[k].env_return == pytest.approx(ref.env_return, abs=1e-3)
-    finally:
-        be.close()
-    a, b = buf_c.arrays, buf_r.arrays
-    for name in ("belief", "actions", "lengths", "obs"):
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    for name in ("logprobs", "values", "rewards"):
-        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    a = compare_with_reference(backend_name, red, episodes, net,
+                               _model(net, seed=2).flat_weights(), WF, greedy, seed,
+                               ("belief", "actions", "lengths", "obs"))
     bel = a["belief"].reshape(-1, BELIEF_DIM)
     np.testing.assert_allclose(bel[:, :TRUTH_DIM].reshape(-1, 13, 3).sum(-1), 1.0, atol=1e-6)
     assert len({tuple(r) for r in bel}) > 5           # the block follows the episodes
@@ -117,13 +101,7 @@ def test_batch_belief_block_is_the_recorded_block_and_reproduces_the_rollout():
     lo = OBS_DIM + MEM_DIM
     np.testing.assert_array_equal(batch.obs[:, lo:lo + BELIEF_DIM],
                                   buf.arrays["belief"].reshape(-1, BELIEF_DIM))
-    with torch.no_grad():
-        logits, values = m(torch.as_tensor(batch.obs))
-        logits = logits.masked_fill(~torch.as_tensor(batch.masks), -1.0e9)
-        logp = torch.log_softmax(logits, -1).gather(
-            1, torch.as_tensor(batch.actions, dtype=torch.int64)[:, None])[:, 0]
-    np.testing.assert_allclose(logp.numpy(), batch.logprobs, atol=2e-4)
-    np.testing.assert_allclose(values.numpy(), batch.values, atol=2e-4)
+    assert_batch_reproduces_the_rollout(m, batch)
     plain = compiled_buffer(allocate_trajectory(6, 100))
     with pytest.raises(ValueError, match="belief field"):
         run_episodes(be, make_policy(m.flat_weights(), BOTH, WF, 30.0), range(6), 7, plain)
@@ -131,20 +109,11 @@ def test_batch_belief_block_is_the_recorded_block_and_reproduces_the_rollout():
 
 @pytest.mark.parametrize("name", ["sync", "async"])
 def test_parallel_collectors_carry_the_belief_network(name):
-    from wfrl.collect.base import make_collector
-    w = _model(BOTH, seed=6).flat_weights()
-    rows = {}
-    for cname in ("sequential", name):
-        c = make_collector(cname, "sim", "mixed", BOTH, 5, 30.0, False, 2, 8)
-        try:
-            stats = c.collect(w, 1, WF, 40, 8)
-            rows[cname] = ([s.env_return for s in stats], c.buffer.arrays["actions"].copy(),
-                           c.buffer.arrays["belief"].copy())
-        finally:
-            c.close()
+    rows = collector_rows(("sequential", name), BOTH, _model(BOTH, seed=6).flat_weights(), WF, 8,
+                          ("actions", "belief"))
     assert rows["sequential"][0] == rows[name][0]
-    np.testing.assert_array_equal(rows["sequential"][1], rows[name][1])
-    np.testing.assert_array_equal(rows["sequential"][2], rows[name][2])
+    for mine, theirs in zip(rows["sequential"][1], rows[name][1]):
+        np.testing.assert_array_equal(mine, theirs)
 
 
 def test_a_slot_block_takes_another_belief_size_only_between_episodes():
@@ -176,19 +145,12 @@ def test_bad_belief_settings_are_refused():
         net_from_checkpoint({"net": {**BOTH.to_dict(), "belief": -3}})
 
 
-def _wfrl(*args):
-    return subprocess.run([sys.executable, "-m", "wfrl", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+_wfrl = run_wfrl
 
 
 @pytest.fixture(scope="module")
 def belief_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("belief-run")
-    res = _wfrl("train", "--workflow", "critical_first", "--red-agent", "mixed", "--belief-input",
-                8, "--collector", "sequential", "--total-episodes", 20, "--episodes-per-update",
-                10, "--eval-every", 0, "--out", out)
-    assert res.returncode == 0, res.stderr
-    return out
+    return train_tiny(tmp_path_factory.mktemp("belief-run"), "--belief-input", 8)
 
 
 def test_checkpoint_records_the_belief_and_eval_plays_it(belief_run):

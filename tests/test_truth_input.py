@@ -6,12 +6,12 @@ batch rebuilt from the buffer's recorded access; the learner's compiled steps at
 checkpoints and `wfrl eval` with the flag."""
 import dataclasses
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from _helpers import (assert_batch_reproduces_the_rollout, collector_rows, compare_with_reference,
+                      run_wfrl, train_tiny)
 
 import wfrl._core as core
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
@@ -94,30 +94,10 @@ def test_c_forward_at_the_truth_widths_equals_torch(net):
 
 
 def _compare(backend_name, red, episodes, net, greedy=False, seed=11):
-    """The compiled loop (SimSlots on the simulator, the per-step actor on CybORG) against the
-    Python reference loop: the same actions, access and observations, the same log-probabilities
-    and values to float rounding."""
-    w = _model(net, seed=2).flat_weights()
-    be = make_backend(backend_name, red)
-    try:
-        buf_c = compiled_buffer(allocate_trajectory(len(episodes), 100))
-        buf_r = compiled_buffer(allocate_trajectory(len(episodes), 100))
-        stats = run_episodes(be, make_policy(w, net, WF, 30.0, greedy=greedy), episodes, seed,
-                             buf_c)
-        env_seeds, act_seeds = episode_seeds(seed, episodes)
-        for k in range(len(episodes)):
-            ref, _ = run_episode_reference(be, w, net, WF, 30.0, int(env_seeds[k]),
-                                           int(act_seeds[k]), greedy=greedy, buffer=buf_r, row=k)
-            assert stats[k].env_return == pytest.approx(ref.env_return, abs=1e-3)
-            assert stats[k].fixes == ref.fixes
-    finally:
-        be.close()
-    a, b = buf_c.arrays, buf_r.arrays
-    for name in ("actions", "red_access", "lengths", "obs"):
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    for name in ("logprobs", "values", "rewards"):
-        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
-    return a
+    """The compiled loop against the Python reference loop: the same actions, access and
+    observations, the same log-probabilities and values to float rounding."""
+    return compare_with_reference(backend_name, red, episodes, net,
+                                  _model(net, seed=2).flat_weights(), WF, greedy, seed)
 
 
 @pytest.mark.parametrize("red", ["B_lineAgent", "RedMeanderAgent"])
@@ -173,13 +153,7 @@ def test_batch_truth_block_is_the_recorded_access_and_reproduces_the_rollout():
     hand = np.array([_by_hand(acc) for acc in a["red_access"].reshape(-1, N_HOSTS)])
     np.testing.assert_array_equal(batch.obs[:, lo:lo + TRUTH_DIM], hand)
     assert hand[:, 2::3].any() and hand[:, 1::3].any()
-    with torch.no_grad():
-        logits, values = m(torch.as_tensor(batch.obs))
-        logits = logits.masked_fill(~torch.as_tensor(batch.masks), -1.0e9)
-        logp = torch.log_softmax(logits, -1).gather(
-            1, torch.as_tensor(batch.actions, dtype=torch.int64)[:, None])[:, 0]
-    np.testing.assert_allclose(logp.numpy(), batch.logprobs, atol=2e-4)
-    np.testing.assert_allclose(values.numpy(), batch.values, atol=2e-4)
+    assert_batch_reproduces_the_rollout(m, batch)
     ref = to_batch(buf, np.tile(WF.onehot(), (12, 1)), 0.99, 0.95, FULL, reference=True)
     np.testing.assert_array_equal(ref.obs, batch.obs)
     lengths = a["lengths"].copy()
@@ -191,18 +165,9 @@ def test_batch_truth_block_is_the_recorded_access_and_reproduces_the_rollout():
 
 @pytest.mark.parametrize("name", ["sync", "async"])
 def test_parallel_collectors_carry_the_truth_network(name):
-    from wfrl.collect.base import make_collector
-    w = _model(FULL, seed=6).flat_weights()
-    rows = {}
-    for cname in ("sequential", name):
-        c = make_collector(cname, "sim", "mixed", FULL, 5, 30.0, False, 2, 24)
-        try:
-            stats = c.collect(w, 1, WF, 40, 24)
-            rows[cname] = ([s.env_return for s in stats], c.buffer.arrays["actions"].copy())
-        finally:
-            c.close()
+    rows = collector_rows(("sequential", name), FULL, _model(FULL, seed=6).flat_weights(), WF, 24)
     assert rows["sequential"][0] == rows[name][0]
-    np.testing.assert_array_equal(rows["sequential"][1], rows[name][1])
+    np.testing.assert_array_equal(rows["sequential"][1][0], rows[name][1][0])
 
 
 @pytest.mark.parametrize("compact", [True, False])
@@ -244,19 +209,12 @@ def test_older_checkpoints_load_without_the_truth_input():
     assert net_from_checkpoint({"net": FULL.to_dict()}) == FULL
 
 
-def _wfrl(*args):
-    return subprocess.run([sys.executable, "-m", "wfrl", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+_wfrl = run_wfrl
 
 
 @pytest.fixture(scope="module")
 def truth_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("truth-run")
-    res = _wfrl("train", "--workflow", "critical_first", "--red-agent", "mixed", "--truth-input",
-                "--collector", "sequential", "--total-episodes", 20, "--episodes-per-update", 10,
-                "--eval-every", 0, "--out", out)
-    assert res.returncode == 0, res.stderr
-    return out
+    return train_tiny(tmp_path_factory.mktemp("truth-run"), "--truth-input")
 
 
 def test_checkpoint_records_the_truth_input_and_eval_plays_it(truth_run):

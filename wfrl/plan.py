@@ -97,6 +97,9 @@ def greedy_policy(checkpoint: str, workflow: str | None = None):
 def make_planner(policy, budget: PlanBudget):
     """The compiled planner (wfrl._core.Planner) of a compiled policy at a checked budget."""
     from wfrl._core import Planner
+    if policy.belief:
+        raise UserError("--plan takes no policy with the belief input (--belief-input): the "
+                        "search's rollouts carry no belief")
     b = budget
     try:
         planner = Planner(policy, b.particles, b.candidates, b.rollouts, b.depth,

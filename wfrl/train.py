@@ -134,7 +134,7 @@ def initial_weights(cfg: TrainConfig) -> dict | None:
     if theirs != ours:
         raise UserError(f"--init-from {cfg.init_from}: its policy is {theirs.describe()}, this run "
                         f"trains {ours.describe()} "
-                        "(set --hidden/--memory/--mask/--truth-input to match)")
+                        "(set --hidden/--memory/--mask/--truth-input/--belief-input to match)")
     weights_from_checkpoint(ck)   # the weights fit the network they claim
     return ck["model"]
 

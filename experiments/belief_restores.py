@@ -10,7 +10,9 @@ true level, with its distribution (bins 0-0.1, ..., 0.9-1.0) at the Restores of 
 with user access only (where a Remove, which costs nothing, would have evicted it); the Removes by
 red's true level; over every step and host red holds (User0 aside), the belief's mean privileged
 share where red is truly user and where it is truly privileged (red's privilege escalation is
-not in the defender's observation: only an Analyse of the host shows its malware).
+not in the defender's observation: only an Analyse of the host shows its malware); and the
+belief's privileged share on User2 at the steps red holds it privileged and no host above the
+user ones (B_line's User2 moment).
 
     python -m experiments.belief_restores CHECKPOINT [CHECKPOINT ...] [--red RedMeanderAgent]
         [--episodes 500] [--backend sim] [--seed 153] [--json OUT]
@@ -57,11 +59,13 @@ def measure(checkpoint, red, episodes, backend, seed):
     removes = np.zeros(3)                         # Removes at red's true level 0 / 1 / 2
     held_user, held_priv = [], []                 # the belief's privileged share, every step and
     #                                               host red holds, by its true level
+    user2_alone, user2_episodes = [], 0           # its share on User2 where red is privileged
+    #                                               there and holds no host above the user ones
     for es, ac in zip(env_seeds, act_seeds):
         obs, access = sim.reset(0, int(es))
         actor.begin(int(ac))
         watcher.reset(MIXTURE_RED_BITS, lb, int(es))
-        ret, a = 0.0, None
+        ret, a, alone = 0.0, None, False
         for t in range(100):
             if t:
                 watcher.observe(a, obs)
@@ -72,6 +76,9 @@ def measure(checkpoint, red, episodes, backend, seed):
                     held_user.append(float(b[3 * h + 2]))
                 elif h != 8 and access[h] >= 2:
                     held_priv.append(float(b[3 * h + 2]))
+            if access[10] >= 2 and not access[:8].any():
+                user2_alone.append(float(b[3 * 10 + 2]))
+                alone = True
             if REMOVE <= a < REMOVE + 13:
                 removes[min(int(access[a - REMOVE]), 2)] += 1
             if RESTORE <= a < RESTORE + 13:
@@ -90,6 +97,7 @@ def measure(checkpoint, red, episodes, backend, seed):
             obs, r, access = sim.step(0, a)
             ret += r
         returns.append(ret)
+        user2_episodes += alone
     n = len(returns)
     hist = np.histogram(share_susp, bins=10, range=(0.0, 1.0))[0] if share_susp else np.zeros(10)
     return {"checkpoint": checkpoint, "red": red, "backend": backend, "episodes": n,
@@ -111,6 +119,9 @@ def measure(checkpoint, red, episodes, backend, seed):
             "removes_by_true_level_per_episode": [round(x / n, 3) for x in removes],
             "belief_privileged_share_where_red_holds_user": float(np.mean(held_user)),
             "belief_privileged_share_where_red_holds_privileged": float(np.mean(held_priv)),
+            "user2_privileged_alone_episodes": user2_episodes,
+            "belief_user2_privileged_share_there": float(np.mean(user2_alone))
+            if user2_alone else None,
             "belief_privileged_share_hist_at_user_level": [
                 int(x) for x in np.histogram(priv_share[1], bins=10, range=(0.0, 1.0))[0]]}
 

@@ -123,10 +123,6 @@ cdef class TrajectoryBuffer:
             self.b.belief_dim = WFRL_BELIEF_DIM
 
     @property
-    def has_belief(self):
-        return self.b.belief != NULL
-
-    @property
     def n_rows(self):
         return self.b.n_rows
 
@@ -365,10 +361,8 @@ cdef extern from "wfrl_belief.h" nogil:
         int64_t n_observed, n_fallbacks
     size_t wfrl_filter_bytes(int n)
     uint8_t *wfrl_filter_init(wfrl_filter *f, void *block, int n, int red_set, int leaderboard)
-    void wfrl_filter_reset(wfrl_filter *f, uint64_t seed)
-    int wfrl_filter_observe(wfrl_filter *f, int action, const float *obs)
+    size_t wfrl_belief_align(size_t n)
     void wfrl_belief_features(const wfrl_cage2 *parts, int n, float *out)
-    uint64_t wfrl_belief_seed(uint64_t act_seed)
 
 BELIEF_DIM = WFRL_BELIEF_DIM
 FILTER_MAX_PARTICLES = WFRL_FILTER_MAX_PARTICLES
@@ -443,10 +437,6 @@ def in_dim(bint memory, bint truth=False, bint belief=False):
     return (WFRL_IN_DIM + (WFRL_MEM_DIM if memory else 0) + (WFRL_TRUTH_DIM if truth else 0)
             + (WFRL_BELIEF_DIM if belief else 0))
 
-
-def belief_seed(uint64_t act_seed):
-    """The filter seed of an episode of the rollout loop (wfrl_belief_seed)."""
-    return wfrl_belief_seed(act_seed)
 
 
 def truth_rows(const uint8_t[:, :, ::1] red_access, const int32_t[::1] lengths):
@@ -1015,28 +1005,20 @@ cdef class FilterBlock:
               f"belief particles must lie in 1..{WFRL_FILTER_MAX_PARTICLES}")
         _need(0 < red_set < 8, "red_set: a non-empty combination of PLAN_RED_* bits")
         self.n, self.particles, self.red_set, self.leaderboard = n, particles, red_set, leaderboard
-        self.stride = ((sizeof(wfrl_filter) + 63) & ~(<size_t>63)) + wfrl_filter_bytes(particles)
+        cdef size_t head = wfrl_belief_align(sizeof(wfrl_filter))
+        self.stride = head + wfrl_filter_bytes(particles)
         self._storage = np.zeros(n * self.stride + 64, np.uint8)
         self.base = <uint8_t *>_aligned(self._storage)
         cdef wfrl_filter *f
         for i in range(n):
             f = self.at(i)
-            wfrl_filter_init(f, <uint8_t *>f + ((sizeof(wfrl_filter) + 63) & ~(<size_t>63)),
-                             particles, red_set, leaderboard)
+            wfrl_filter_init(f, <uint8_t *>f + head, particles, red_set, leaderboard)
 
     cdef wfrl_filter *at(self, Py_ssize_t i):
         return <wfrl_filter *>(self.base + i * self.stride)
 
     def fits(self, Policy policy):
         return policy.p.belief == self.particles and policy.p.belief_reds == self.red_set
-
-    def counters(self):
-        """Totals over every filter's life: observed steps and fallbacks."""
-        obs = fb = 0
-        for i in range(self.n):
-            obs += self.at(i).n_observed
-            fb += self.at(i).n_fallbacks
-        return {"observed": obs, "fallbacks": fb}
 
 
 cdef class Actor:

@@ -103,9 +103,13 @@ static inline uint64_t wfrl_stream_seed(uint64_t seed, uint64_t key, uint64_t st
     return wfrl_splitmix64(&x);
 }
 
-/* The filter seed of an episode of the rollout loop: from its action seed, stream 3 (the
- * planner's own streams are 1 and 2). Twin: wfrl.features.belief_seed. */
-static inline uint64_t wfrl_belief_seed(uint64_t act_seed) { return wfrl_stream_seed(act_seed, 0, 3); }
+/* The filter seed of an episode of the rollout loop: stream 3 of (its action seed, key 0) (the
+ * planner's own streams are 1 and 2). Twin: wfrl.features.stream_seed with
+ * ROLLOUT_BELIEF_STREAM. */
+static inline uint64_t wfrl_belief_seed(uint64_t act_seed)
+{
+    return wfrl_stream_seed(act_seed, 0, 3);
+}
 
 /* Start an episode: every particle the reset state of an allowed red kind, the filter stream
  * seeded with `seed`. */

@@ -109,14 +109,12 @@ static inline int wfrl_plan_check(const wfrl_plan_budget *b)
     return 0;
 }
 
-static inline size_t wfrl_plan_align(size_t n) { return wfrl_belief_align(n); }
-
 /* Bytes of the block a planner with this budget needs (64-byte aligned start assumed). */
 static inline size_t wfrl_plan_bytes(const wfrl_plan_budget *b)
 {
-    return wfrl_plan_align(sizeof(wfrl_planner)) + wfrl_filter_bytes(b->particles) +
-           wfrl_plan_align((size_t)b->candidates * (size_t)(b->rollouts > 0 ? b->rollouts : 1) *
-                           sizeof(double));
+    const size_t rounds = (size_t)(b->rollouts > 0 ? b->rollouts : 1);
+    return wfrl_belief_align(sizeof(wfrl_planner)) + wfrl_filter_bytes(b->particles) +
+           wfrl_belief_align((size_t)b->candidates * rounds * sizeof(double));
 }
 
 /* Lay the planner out in `block` (wfrl_plan_bytes long, 64-byte aligned); returns it. */
@@ -126,7 +124,7 @@ static inline wfrl_planner *wfrl_plan_init(void *block, const wfrl_plan_budget *
     uint8_t *m = (uint8_t *)block;
     wfrl_planner *pl = (wfrl_planner *)m;
     memset(pl, 0, sizeof(*pl));
-    m += wfrl_plan_align(sizeof(wfrl_planner));
+    m += wfrl_belief_align(sizeof(wfrl_planner));
     m = wfrl_filter_init(&pl->flt, m, b->particles, WFRL_PLAN_RED_BLINE, 0);
     pl->ret = (double *)m;
     pl->b = *b;
@@ -148,11 +146,6 @@ static inline void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_pol
     pl->rpol.greedy = 1;
 }
 
-static inline uint64_t wfrl_plan_stream_seed(uint64_t seed, uint64_t key, uint64_t stream)
-{
-    return wfrl_stream_seed(seed, key, stream);
-}
-
 /* Start an episode: every particle the reset state of an allowed red kind. red_set:
  * WFRL_PLAN_RED_* bits (at least one); key: the episode's key (any number; with the planner
  * seed it fixes both random streams). */
@@ -163,8 +156,8 @@ static inline void wfrl_plan_reset(wfrl_planner *pl, int red_set, int leaderboar
     pl->flt.leaderboard = leaderboard != 0;
     pl->horizon = horizon;
     pl->t = 0;
-    wfrl_filter_reset(&pl->flt, wfrl_plan_stream_seed(pl->b.seed, key, 1));
-    wfrl_rng_seed(&pl->search_rng, wfrl_plan_stream_seed(pl->b.seed, key, 2));
+    wfrl_filter_reset(&pl->flt, wfrl_stream_seed(pl->b.seed, key, 1));
+    wfrl_rng_seed(&pl->search_rng, wfrl_stream_seed(pl->b.seed, key, 2));
     wfrl_memory_begin(&pl->mem);
 }
 

@@ -162,7 +162,6 @@ static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t ac
     wfrl_cage2_obs(&sl->env, sl->obs);
     wfrl_cage2_red_access(&sl->env, sl->access);
     wfrl_actor_begin(&sl->actor, act_seed);
-    if (sl->actor.filter) sl->actor.filter->leaderboard = sl->env.leaderboard;
     sl->row = row;
     sl->horizon = WFRL_EP_LEN;
     sl->return10 = 0;

@@ -1,5 +1,5 @@
 """The belief block (csrc/wfrl_belief.h): the compiled block of the particle filter's particles
-equals its plain twin (wfrl.features.belief_features over wfrl.plan.ParticleFilterReference's
+equals its plain twin (wfrl.features.belief_features over wfrl.features.ParticleFilterReference's
 particles) step by step on both codes, and it says what a belief should: shares that sum to one,
 the true red kind sorted out, the true access held with weight."""
 import numpy as np
@@ -7,8 +7,7 @@ import pytest
 
 from wfrl._core import (BELIEF_DIM, PLAN_RED_MEANDER, Cage2Sim, Planner, cage2_red_access,
                         cage2_red_kind)
-from wfrl.features import TRUTH_DIM, belief_features
-from wfrl.plan import ParticleFilterReference
+from wfrl.features import TRUTH_DIM, ParticleFilterReference, belief_features
 from test_plan import _episode_obs, _policy
 
 

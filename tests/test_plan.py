@@ -10,8 +10,8 @@ import pytest
 from wfrl._core import (CAGE2_STATE_RNG_OFFSET, PLAN_RED_BLINE, PLAN_RED_MEANDER, Cage2Sim,
                         Planner, Policy, in_dim, mlp_n_params)
 from wfrl.errors import UserError
-from wfrl.features import TRUTH_DIM
-from wfrl.plan import ParticleFilterReference, PlanBudget, PlanningPolicy
+from wfrl.features import TRUTH_DIM, ParticleFilterReference
+from wfrl.plan import PlanBudget, PlanningPolicy
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("op_server,enterprise,defender,op_host,user")

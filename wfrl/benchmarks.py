@@ -109,6 +109,30 @@ def _median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
+def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -> dict:
+    """Wall times of `wfrl train` runs (no periodic evaluation, each in a fresh directory), the
+    variants alternated run by run `repeats` times: {variant: [seconds, ...]}. variants: name ->
+    the TrainConfig settings of that variant; common: the settings all share. before(), if
+    given, runs before each run."""
+    import tempfile
+
+    from wfrl.config import TrainConfig
+    from wfrl.train import train
+    walls = {k: [] for k in variants}
+    for r in range(repeats):
+        for k, settings in variants.items():
+            if before is not None:
+                before()
+            with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
+                cfg = TrainConfig(**common, **settings, eval_every=0, out=d)
+                t = time.perf_counter()
+                train(cfg, progress=lambda line: None)
+                walls[k].append(time.perf_counter() - t)
+            say(f"end to end, {k.replace('_', ' ')}, run {r + 1}: "
+                f"{common['total_episodes'] / walls[k][-1]:.0f} episodes/s")
+    return walls
+
+
 def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: int = 2000,
                 repeats: int = 3, collector: str = "auto", n_workers: int = 2,
                 red_agent: str = "B_lineAgent", seed: int = 0, progress=None,
@@ -134,15 +158,12 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
       wall time including start-up).
     Medians everywhere: the machine's speed drifts between runs, alternating keeps the
     comparisons fair."""
-    import tempfile
-
     import numpy as np
     import torch
 
-    from wfrl.config import PPOConfig, TrainConfig, preset_settings, resolve_collector
+    from wfrl.config import PPOConfig, preset_settings, resolve_collector
     from wfrl.ppo.batch import to_batch
     from wfrl.ppo.learner import PPOLearner
-    from wfrl.train import train
 
     say = progress or (lambda line: None)
     collector = resolve_collector(collector)
@@ -235,24 +256,16 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
         f"{out['update_speedup_over_public_torch']:.2f}x)")
 
     # end to end, with and without overlap, alternated
-    walls = {True: [], False: []}
-    for r in range(repeats):
-        for overlap in (False, True):
-            torch.set_num_threads(out["torch_threads"])
-            with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
-                cfg = TrainConfig(workflow=str(wf), collector=collector, n_workers=n_workers,
-                                  red_agent=red_agent, total_episodes=e2e_episodes,
-                                  episodes_per_update=episodes_per_update, eval_every=0,
-                                  seed=seed, overlap=overlap, out=d, ppo=ppo)
-                t = time.perf_counter()
-                train(cfg, progress=lambda line: None)
-                walls[overlap].append(time.perf_counter() - t)
-            say(f"end to end, {'overlap' if overlap else 'no overlap'}, run {r + 1}: "
-                f"{e2e_episodes / walls[overlap][-1]:.0f} episodes/s")
+    walls = _train_walls({"no_overlap": {"overlap": False, "ppo": ppo},
+                          "overlap": {"overlap": True, "ppo": ppo}},
+                         dict(workflow=str(wf), collector=collector, n_workers=n_workers,
+                              red_agent=red_agent, total_episodes=e2e_episodes,
+                              episodes_per_update=episodes_per_update, seed=seed),
+                         repeats, say, before=lambda: torch.set_num_threads(out["torch_threads"]))
     torch.set_num_threads(out["torch_threads"])
-    for overlap, key in ((True, "overlap"), (False, "no_overlap")):
-        out[f"e2e_{key}_episodes_per_s"] = e2e_episodes / _median(walls[overlap])
-        out[f"e2e_{key}_runs_s"] = [round(w, 3) for w in walls[overlap]]
+    for key in ("overlap", "no_overlap"):
+        out[f"e2e_{key}_episodes_per_s"] = e2e_episodes / _median(walls[key])
+        out[f"e2e_{key}_runs_s"] = [round(w, 3) for w in walls[key]]
     out["overlap_speedup"] = out["e2e_overlap_episodes_per_s"] / \
         out["e2e_no_overlap_episodes_per_s"]
     say(f"end to end: {out['e2e_overlap_episodes_per_s']:.0f} episodes/s with overlap, "
@@ -274,12 +287,8 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
       as a run trains), the two alternated run by run, `repeats` times (median episodes/s, the
       wall time including start-up).
     belief_vs_plain is the end-to-end ratio; collect_belief_vs_plain the collect-only one."""
-    import dataclasses
-    import tempfile
-
-    from wfrl.config import PPOConfig, TrainConfig, preset_settings, resolve_collector
+    from wfrl.config import PPOConfig, preset_settings, resolve_collector
     from wfrl.ppo.learner import PPOLearner
-    from wfrl.train import train
 
     say = progress or (lambda line: None)
     collector = resolve_collector(collector)
@@ -310,18 +319,11 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
     say(f"collect only ({collector}): {out['collect_plain_episodes_per_s']:.0f} episodes/s "
         f"without the belief, {out['collect_belief_episodes_per_s']:.0f} with {particles} "
         f"particles: {out['collect_belief_vs_plain']:.2f}x")
-    walls = {k: [] for k in ppos}
-    for r in range(repeats):
-        for k, ppo in ppos.items():
-            with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
-                cfg = TrainConfig(workflow=str(wf), collector=collector, n_workers=n_workers,
-                                  red_agent=red_agent, total_episodes=e2e_episodes,
-                                  episodes_per_update=episodes_per_update, eval_every=0,
-                                  seed=seed, out=d, ppo=dataclasses.replace(ppo))
-                t = time.perf_counter()
-                train(cfg, progress=lambda line: None)
-                walls[k].append(time.perf_counter() - t)
-            say(f"end to end, {k}, run {r + 1}: {e2e_episodes / walls[k][-1]:.0f} episodes/s")
+    walls = _train_walls({k: {"ppo": ppo} for k, ppo in ppos.items()},
+                         dict(workflow=str(wf), collector=collector, n_workers=n_workers,
+                              red_agent=red_agent, total_episodes=e2e_episodes,
+                              episodes_per_update=episodes_per_update, seed=seed),
+                         repeats, say)
     for k in ppos:
         out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
         out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 
+from wfrl._core import FILTER_MAX_PARTICLES
 from wfrl.errors import UserError
 from wfrl.ppo.netspec import NetSpec
 from wfrl.ppo.policy import ActorCritic
@@ -35,7 +36,7 @@ def net_from_checkpoint(ck: dict) -> NetSpec:
         raise UserError("checkpoint's network description is damaged") from None
     if net.hidden < 1:
         raise UserError(f"checkpoint's network has hidden width {net.hidden}")
-    if not 0 <= net.belief <= 100000 or not 0 < net.belief_reds < 8:
+    if not 0 <= net.belief <= FILTER_MAX_PARTICLES or not 0 < net.belief_reds < 8:
         raise UserError("checkpoint's network description is damaged (its belief block)")
     return net
 

@@ -224,6 +224,11 @@ def belief_features(red_access: np.ndarray, red_kinds: np.ndarray) -> np.ndarray
     return (acc * (1.0 / n if n else 0.0)).astype(np.float32)
 
 
+# The stream of (an episode's action seed, key 0) the rollout loop's filter is seeded from
+# (wfrl_belief_seed); the planner's filter and search use streams 1 and 2 of its own seed.
+ROLLOUT_BELIEF_STREAM = 3
+
+
 def stream_seed(seed: int, key: int, stream: int) -> int:
     """Twin of wfrl_stream_seed (csrc/wfrl_belief.h)."""
     x = (seed ^ ((key * 0x9E3779B97F4A7C15) & MASK) ^ ((stream * 0xD1B54A32D192ED03) & MASK)) & MASK
@@ -242,7 +247,8 @@ class ParticleFilterReference:
     wfrl_belief.h): particles are envs of a Cage2Sim stepped one by one from Python, survivors and
     resampling computed here, RNGs drawn from the Python xoshiro. reset(..., key, stream) seeds
     the filter stream with stream_seed(seed, key, stream): the planner's filter is stream 1 of
-    (planner seed, episode key), the rollout loop's stream 3 of (the episode's action seed, 0)."""
+    (planner seed, episode key), the rollout loop's ROLLOUT_BELIEF_STREAM of (the episode's
+    action seed, 0)."""
 
     def __init__(self, particles: int, seed: int):
         self.n = particles

@@ -5,7 +5,7 @@ The compiled planner (csrc/wfrl_plan.h, wfrl._core.Planner) holds the belief and
 this module gives it a budget with clear errors, a policy object any evaluation path can drive
 (PlanningPolicy: reset, then act(obs) each step — it sees only the observation), the episode
 loop the evaluations use (play_planned). The plain-Python twin of the particle update,
-ParticleFilterReference, lives beside the belief block in wfrl.features (re-exported here).
+ParticleFilterReference, lives beside the belief block in wfrl.features.
 
 Red kinds of the particles (`red`): "mixture" starts them as B_line, Meander and Sleep in equal
 shares (the policy is not told whom it faces; the observations sort the kinds out within a few
@@ -22,7 +22,6 @@ import numpy as np
 
 from wfrl.errors import UserError
 from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
-from wfrl.features import ParticleFilterReference  # noqa: F401  (its home: the belief's)
 from wfrl.rng import MASK
 
 PLAN_REDS = ("mixture", "known")

@@ -12,8 +12,8 @@ import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
-from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, TRUTH_DIM, MemoryTracker,
-                           ParticleFilterReference, truth_features)
+from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, ROLLOUT_BELIEF_STREAM, TRUTH_DIM,
+                           MemoryTracker, ParticleFilterReference, truth_features)
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow
@@ -162,8 +162,9 @@ def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env
             k += TRUTH_DIM
         block = None
         if filt is not None:
-            if t == 0:   # the compiled loop's filter: stream 3 of (the action seed, key 0)
-                filt.reset(net.belief_reds, bool(getattr(backend, "leaderboard", False)), 0, 3)
+            if t == 0:   # the compiled loop's filter: its stream of (the action seed, key 0)
+                filt.reset(net.belief_reds, bool(getattr(backend, "leaderboard", False)), 0,
+                           ROLLOUT_BELIEF_STREAM)
             else:
                 filt.observe(actions[-1], obs)
             block = filt.belief()

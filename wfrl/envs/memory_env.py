@@ -236,7 +236,7 @@ class VecBeliefWrapper(VectorWrapper):
     equal shares, or one red agent's name); leaderboard: the particles play by the leaderboard's
     CybORG code (match the env's backend); seed: the filters' random streams (with each env's
     episode count, so a run is deterministic in it). Its plain twin is
-    wfrl.plan.ParticleFilterReference with wfrl.features.belief_features."""
+    wfrl.features.ParticleFilterReference with wfrl.features.belief_features."""
 
     def __init__(self, env, particles: int = 64, red: str = "mixture", leaderboard: bool = False,
                  seed: int = 0):

@@ -10,7 +10,7 @@ Recorded only (machine-dependent): every episodes/s and the sequential collector
 """
 import pytest
 
-from wfrl.benchmarks import bench_collectors
+from wfrl.tools.benchmarks import bench_collectors
 
 
 def _table(rows):

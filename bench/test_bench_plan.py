@@ -1,4 +1,4 @@
-"""Decision-time search (`--plan`, wfrl.plan) at its default budget: decisions per second of the
+"""Decision-time search (`--plan`, wfrl.evaluation.planner) at its default budget: decisions per second of the
 shipped policy `pretrained:critical_first` on the simulator against B_lineAgent, one core.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest bench/test_bench_plan.py -s \\
@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from wfrl.plan import PlanBudget, PlanningPolicy
+from wfrl.evaluation.planner import PlanBudget, PlanningPolicy
 
 MAX_MEDIAN_MS = 50.0
 

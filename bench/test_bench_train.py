@@ -18,7 +18,7 @@ runs) is timed beside the default path and recorded (update_speedup_over_public_
 test_belief_training_throughput (issue: the belief): the shipped recipe's training (sequential
 collector, 200 episodes per update, mixed red) with the belief block of 32 particles against the
 same training without it, collect alone and end to end alternated in one run
-(wfrl.benchmarks.bench_belief_train; `wfrl bench train --belief-input 32 ...` prints the same).
+(wfrl.tools.benchmarks.bench_belief_train; `wfrl bench train --belief-input 32 ...` prints the same).
 Asserted: end to end with the belief at ≥ 0.5x the rate without it.
 
 test_quick_exit: a short command (`wfrl eval`, one episode) with wfrl's quick exit against the
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from wfrl.benchmarks import bench_belief_train, bench_train
+from wfrl.tools.benchmarks import bench_belief_train, bench_train
 from wfrl.ppo.learner import COMPILED_FAST
 
 

@@ -12,10 +12,10 @@ import sys
 import time
 
 import numpy as np
-from wfrl.cage2_eval import policy_of_checkpoint
+from wfrl.evaluation.cage2 import policy_of_checkpoint
 from wfrl.envs import make_backend
-from wfrl.evaluate import play, play_with_plan
-from wfrl.plan import PlanBudget
+from wfrl.evaluation.returns import play, play_with_plan
+from wfrl.evaluation.planner import PlanBudget
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.workflow import Workflow
 

@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-import wfrl.cage2_eval as ce
-from wfrl.screen import first_episode
+import wfrl.evaluation.cage2 as ce
+from wfrl.evaluation.screen import first_episode
 
 
 def main():
@@ -23,12 +23,12 @@ def main():
     base = first_episode(red, steps)
 
     def tasks(backend, chunk):
-        return [ce._Task(backend, red, steps, *policy, 153, base + f, min(chunk, 1000 - f), True)
+        return [ce.EpisodeTask(backend, red, steps, *policy, 153, base + f, min(chunk, 1000 - f), True)
                 for f in range(0, 1000, chunk)]
     out = {}
     for backend, chunk in (("sim", 1000), ("cyborg", 50)):
         with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
-            res = list(pool.map(ce._run_task, tasks(backend + code, chunk)))
+            res = list(pool.map(ce.run_task, tasks(backend + code, chunk)))
         out[backend] = (np.concatenate([r[0] for r in res]), np.concatenate([r[1] for r in res]),
                         np.concatenate([r[3] for r in res]))
         print(backend, "mean", out[backend][0].mean(), "sd", out[backend][0].std(ddof=1), flush=True)

@@ -10,7 +10,7 @@ import numpy as np
 from wfrl._core import Actor
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
-from wfrl.evaluate import weights_from_checkpoint
+from wfrl.evaluation.checkpoint import weights_from_checkpoint
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from wfrl.screen import first_episode, returns
+from wfrl.evaluation.screen import first_episode, returns
 
 
 def main():

@@ -11,7 +11,7 @@ import numpy as np
 
 from experiments.policy_anatomy import action_name
 from wfrl._core import Actor
-from wfrl.cage2_eval import policy_of_checkpoint
+from wfrl.evaluation.cage2 import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.rng import episode_seeds

@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from wfrl.attribution import HOST_NAMES
+from wfrl.evaluation.attribution import HOST_NAMES
 
 CAUSES = ("privileged", "restore", "impact", "other")
 

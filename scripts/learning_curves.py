@@ -25,7 +25,8 @@ def _sim_curve(run: Path):
 
 def _cyborg_point(ckpt: Path, red: str, episodes: int, seed: int) -> dict:
     from wfrl.envs import make_backend
-    from wfrl.evaluate import play, summarise, weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.evaluation.returns import play, summarise
     from wfrl.runlog import load_checkpoint
     from wfrl.workflow import Workflow
     ck = load_checkpoint(ckpt)

@@ -25,7 +25,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from wfrl.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED, REFERENCE_VERSION,
+from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED, REFERENCE_VERSION,
                          REFERENCES, concat_records, load_reference, pair_key, run_episodes,
                          save_reference, summarise)
 

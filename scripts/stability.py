@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from wfrl.cage2_eval import cage2_evaluate
+from wfrl.evaluation.cage2 import cage2_evaluate
 
 
 def main(argv=None):

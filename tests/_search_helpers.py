@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from wfrl.config import SearchConfig
-from wfrl.ppo.learner import PPOConfig
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.config.run import SearchConfig
+from wfrl.config.run import PPOConfig
+from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.search.loop import search
 
 # The recipe's learner (what `wfrl train` uses by default), small and quick.

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.cage2_eval import cage2_evaluate, format_table
+from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.cli import main
 from wfrl.errors import UserError
 
@@ -166,7 +166,7 @@ class _ClearedBetweenReads:
 def test_watchdog_reads_the_clock_once():
     """A get_action that ends between two reads of the clock is not 'hung' (read twice, its
     start looked `now` seconds old: the one-process fast tier's false 'no action within 30 s')."""
-    from wfrl.agents import overdue
+    from wfrl.evaluation.agents import overdue
     now = 5000.0
     running = [now - 0.01, now - 1.0, 2, 3002000013, 41]
     assert overdue(_ClearedBetweenReads(running), now, 30, 600, lambda k: f"setting {k}") is None
@@ -180,17 +180,17 @@ def test_watchdog_reads_the_clock_once():
 
 
 def test_a_factory_with_a_workflow_parameter_gets_the_evaluations_workflow():
-    """wfrl.agents:follower follows --workflow: each of its fixes is a Restore of the
+    """wfrl.evaluation.agents:follower follows --workflow: each of its fixes is a Restore of the
     highest-priority host its observation shows compromised (User0 never), decoys or Sleep
     otherwise; two orders play differently on the same episodes."""
     import numpy as np
 
-    from wfrl.agents import make_agent, play_episodes
+    from wfrl.evaluation.agents import make_agent, play_episodes
     from wfrl.envs import make_backend
     from wfrl.workflow import HOST_TYPE, USER0, Workflow
     played, compliance = {}, {}
     for wf in ("critical_first", "reverse"):
-        agent = make_agent("wfrl.agents:follower", wf)
+        agent = make_agent("wfrl.evaluation.agents:follower", wf)
         assert agent.workflow == Workflow.parse(wf)
         rank = np.array(Workflow.parse(wf).rank)[HOST_TYPE]
         backend = make_backend("sim", "B_lineAgent", seed=5)
@@ -253,7 +253,7 @@ def test_cage2_evaluation_loop_runs_load_agent():
     reset, get_action_space and step; the agent's get_action and end_episode): its actions are
     ints, and it defends (far better than an agent that never acts, on B_line-30)."""
     import wfrl
-    from wfrl.agents import load_factory
+    from wfrl.evaluation.agents import load_factory
     sleeper = load_factory(f"{AGENTS}:sleeper")
     agent = wfrl.load_agent(SHIPPED)
     assert isinstance(agent.get_action(np.zeros(52, np.int64), 145), int)

@@ -1,5 +1,5 @@
 """`wfrl eval --cage2 --attribute`: every step's reward split by host and cause
-(wfrl.attribution). The split of one step follows CAGE2's scoring; over real episodes on the
+(wfrl.evaluation.attribution). The split of one step follows CAGE2's scoring; over real episodes on the
 simulator and on CybORG nothing is left unexplained ("other" is 0), the columns add up to each
 episode's return, and asking for the split does not change a single score."""
 import json
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.attribution import (IMPACT, N_COLUMNS, N_HOSTS, OTHER, PRIVILEGED_COST, CostRecorder,
+from wfrl.evaluation.attribution import (IMPACT, N_COLUMNS, N_HOSTS, OTHER, PRIVILEGED_COST, CostRecorder,
                               format_costs, step_costs, summarise)
-from wfrl.cage2_eval import cage2_evaluate, format_table
+from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.cli import main
-from wfrl.plan import PlanBudget
+from wfrl.evaluation.planner import PlanBudget
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
 SHIPPED = "pretrained:critical_first"

@@ -49,7 +49,7 @@ def test_compiled_block_equals_the_plain_twin_step_by_step(red_set, leaderboard,
 
 
 def test_the_belief_finds_the_red_and_weighs_the_true_access():
-    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")

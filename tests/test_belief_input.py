@@ -137,7 +137,7 @@ def test_bad_belief_settings_are_refused():
     policy = make_policy(w, BOTH, WF, 1.0, greedy=True)
     with pytest.raises(ValueError, match="belief input"):
         core.Planner(policy, 8, 2, 4, 2, 0.0, 1)
-    from wfrl.evaluate import net_from_checkpoint
+    from wfrl.evaluation.checkpoint import net_from_checkpoint
     from wfrl.errors import UserError
     assert net_from_checkpoint({"net": BOTH.to_dict()}) == BOTH
     assert net_from_checkpoint({"net": {"hidden": 64, "memory": True}}).belief == 0
@@ -154,7 +154,7 @@ def belief_run(tmp_path_factory):
 
 
 def test_checkpoint_records_the_belief_and_eval_plays_it(belief_run):
-    from wfrl.evaluate import weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
     from wfrl.runlog import load_checkpoint
     ck = load_checkpoint(belief_run / "checkpoint.pt")
     assert ck["net"]["belief"] == 8 and ck["net"]["belief_reds"] == 7

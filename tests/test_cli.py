@@ -52,7 +52,7 @@ def test_train_writes_sane_records(trained_run):
     import torch
 
     from wfrl.runlog import read_csv
-    from wfrl.protocol import LOG_COLUMNS
+    from wfrl.training.steps import LOG_COLUMNS
     out, res = trained_run
     assert "eps/s" in res.stderr and "compliance" in res.stderr
     cfg = json.loads((out / "experiment_config.json").read_text())
@@ -213,7 +213,7 @@ def test_train_searches_on_the_simulator_by_default(tmp_path):
 
 
 def test_search_defaults_follow_the_backend():
-    from wfrl.config import SearchConfig
+    from wfrl.config.run import SearchConfig
     from wfrl.search.bases import search_defaults
     base = SearchConfig()
 
@@ -294,7 +294,7 @@ def test_python_m_wfrl_leaves_after_the_exit_handlers(tmp_path, args, code, tear
     ({"OMP_WAIT_POLICY": "ACTIVE"}, None),                 # so does a policy they chose
 ])
 def test_python_m_wfrl_lets_idle_openmp_threads_sleep_soon(environ, want):
-    from wfrl.__main__ import quiet_openmp
+    from wfrl.api import quiet_openmp
     env = dict(environ)
     quiet_openmp(env)
     assert env.get("GOMP_SPINCOUNT") == want
@@ -302,7 +302,7 @@ def test_python_m_wfrl_lets_idle_openmp_threads_sleep_soon(environ, want):
 
 @pytest.mark.parametrize("environ,want", [({}, "1"), ({"OMP_NUM_THREADS": "2"}, "2")])
 def test_python_m_wfrl_runs_one_openmp_thread_unless_told(environ, want):
-    from wfrl.__main__ import one_thread_by_default
+    from wfrl.api import one_thread_by_default
     env = dict(environ)
     one_thread_by_default(env)
     assert env["OMP_NUM_THREADS"] == want
@@ -376,7 +376,7 @@ def test_init_from_starts_from_the_checkpoints_weights(tmp_path):
 
 
 def test_search_base_starts_from_a_matching_conditioned_policy_only():
-    from wfrl.config import PPOConfig, SearchConfig
+    from wfrl.config.run import PPOConfig, SearchConfig
     from wfrl.runlog import load_checkpoint
     from wfrl.search.bases import VISIT_BUDGET, base_mismatch, search_defaults
     recipe = PPOConfig(memory=True, mask=True)

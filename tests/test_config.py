@@ -10,11 +10,13 @@ import sys
 
 import pytest
 
-from wfrl import config, config_eval, config_tools
-from wfrl.cli import build_parser
+from wfrl.config import eval as config_eval
+from wfrl.config import fields, run
+from wfrl.config import tools as config_tools
+from wfrl.cli.parser import build_parser
 from wfrl.errors import UserError
 
-CONFIGS = [config.PPOConfig, config.TrainConfig, config.SearchConfig, config.ExhaustiveConfig,
+CONFIGS = [run.PPOConfig, run.TrainConfig, run.SearchConfig, run.ExhaustiveConfig,
            config_eval.EvalConfig, config_eval.Cage2EvalConfig, config_tools.ParityConfig,
            config_tools.BenchCollectorsConfig, config_tools.BenchSearchConfig,
            config_tools.BenchTrainConfig]
@@ -31,7 +33,7 @@ def _subparsers(parser):
 
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
 def test_every_field_has_help_and_a_flag(cls):
-    docs = config.field_docs(cls)
+    docs = fields.field_docs(cls)
     flags = set()
     for _, sub in _subparsers(build_parser()):
         for action in sub._actions:
@@ -70,25 +72,25 @@ def test_validate_changes_nothing(cls):
 ])
 def test_each_field_is_checked_where_declared(field, value, fragment):
     with pytest.raises(UserError) as err:
-        dataclasses.replace(config.TrainConfig(), **{field: value}).validate()
+        dataclasses.replace(run.TrainConfig(), **{field: value}).validate()
     assert fragment in str(err.value)
 
 
 def test_nested_ppo_settings_are_checked():
     for field, value in (("lr", 0.0), ("gamma", 1.5), ("clip", 1.0), ("lr", math.inf),
                          ("epochs", 0)):
-        cfg = config.SearchConfig(ppo=dataclasses.replace(config.PPOConfig(), **{field: value}))
+        cfg = run.SearchConfig(ppo=dataclasses.replace(run.PPOConfig(), **{field: value}))
         with pytest.raises(UserError, match="--" + field.replace("_", "-")):
             cfg.validate()
 
 
 def test_from_dict_round_trip_and_refusals():
-    cfg = config.SearchConfig(seed=3, ppo=config.PPOConfig(hidden=32))
-    assert config.SearchConfig.from_dict(cfg.to_dict()) == cfg
+    cfg = run.SearchConfig(seed=3, ppo=run.PPOConfig(hidden=32))
+    assert run.SearchConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(UserError, match="unknown setting 'bogus'"):
-        config.SearchConfig.from_dict({**cfg.to_dict(), "bogus": 1})
+        run.SearchConfig.from_dict({**cfg.to_dict(), "bogus": 1})
     with pytest.raises(UserError, match="unknown setting 'bogus'"):
-        config.SearchConfig.from_dict({**cfg.to_dict(), "ppo": {"bogus": 1}})
+        run.SearchConfig.from_dict({**cfg.to_dict(), "ppo": {"bogus": 1}})
 
 
 NO_TORCH = """

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import wfrl
-from wfrl.cli import build_parser
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.cli.parser import build_parser
+from wfrl.training.steps import TIMING_COLUMNS
 
 
 def _log(path):

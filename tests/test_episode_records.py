@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.cage2_eval import cage2_evaluate, compare_episodes
+from wfrl.evaluation.cage2 import cage2_evaluate, compare_episodes
 from wfrl.cli import main
 from wfrl.rng import episode_seeds
 
@@ -44,7 +44,7 @@ def _check_means(res, lines, steps_of_actions=True):
 def test_episode_lines_hold_the_tables_means(tmp_path, capsys, who):
     out = tmp_path / "episodes.jsonl"
     flags = (["--checkpoint", SHIPPED] if who == "checkpoint" else
-             ["--agent", "wfrl.agents:follower", "--workflow", "critical_first",
+             ["--agent", "wfrl.evaluation.agents:follower", "--workflow", "critical_first",
               "--n-workers", "2"])
     rc = main(["eval", "--cage2", "--episodes", "7", "--json", "--episodes-out", str(out),
                *flags])
@@ -53,7 +53,7 @@ def test_episode_lines_hold_the_tables_means(tmp_path, capsys, who):
     lines = _lines(out)
     _check_means(res, lines)
     assert {x["policy"] for x in lines} == {SHIPPED if who == "checkpoint"
-                                            else "wfrl.agents:follower"}
+                                            else "wfrl.evaluation.agents:follower"}
     # the same policy replayed gives the same actions, episode by episode
     again = tmp_path / "again.jsonl"
     assert main(["eval", "--cage2", "--episodes", "7", "--json", "--episodes-out", str(again),
@@ -86,7 +86,7 @@ def test_each_setting_is_on_disk_when_it_finishes(tmp_path):
 def test_compare_pairs_the_same_episodes(tmp_path, capsys):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     ra = cage2_evaluate({"all": SHIPPED}, episodes=30, episodes_out=a)
-    rb = cage2_evaluate(agent="wfrl.agents:follower", workflow="critical_first", episodes=30,
+    rb = cage2_evaluate(agent="wfrl.evaluation.agents:follower", workflow="critical_first", episodes=30,
                         episodes_out=b)
     res = compare_episodes(a, b)
     assert [(r["red_agent"], r["steps"], r["n"]) for r in res["settings"]] == \

@@ -48,7 +48,7 @@ def test_maskable_ppo_example_and_its_agent_in_the_cage2_loop(one_thread, tmp_pa
                    "--eval-episodes", "10", "--save", str(model)])
     assert out["trained"]["return"] > out["random"]["return"]
     monkeypatch.setenv(ex.MODEL_ENV, str(model))
-    from wfrl.cage2_eval import cage2_evaluate
+    from wfrl.evaluation.cage2 import cage2_evaluate
     res = cage2_evaluate(agent=f"{EXAMPLES / 'sb3_ppo.py'}:agent", backend="sim", episodes=3,
                          workflow="reverse", n_workers=1)
     assert len(res["settings"]) == 9 and res["complete"]

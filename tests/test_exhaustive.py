@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wfrl.errors import UserError
-from wfrl.ppo.learner import PPOConfig
+from wfrl.config.run import PPOConfig
 from wfrl.workflow import Workflow, all_workflows, kendall_distance
 
 ALL = list(range(120))
@@ -18,7 +18,8 @@ def quiet(_line):
 
 @pytest.mark.slow
 def test_exhaustive_repeats_combine_and_continue(tmp_path):
-    from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive, load_exhaustive
+    from wfrl.config.run import ExhaustiveConfig
+    from wfrl.search.exhaustive import exhaustive, load_exhaustive
     cfg = ExhaustiveConfig(pretrain_episodes=4, episodes_per_workflow=2, episodes_per_update=2,
                            eval_episodes=3, repeats=2, out=str(tmp_path / "ex"),
                            ppo=PPOConfig(hidden=8, epochs=1, minibatches=1))
@@ -57,7 +58,8 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     from wfrl.ppo.learner import PPOLearner
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.runlog import load_checkpoint
-    from wfrl.search.exhaustive import ExhaustiveConfig, exhaustive, load_exhaustive
+    from wfrl.config.run import ExhaustiveConfig
+    from wfrl.search.exhaustive import exhaustive, load_exhaustive
     ppo = PPOConfig(hidden=8, epochs=1, minibatches=1)
     cfg = ExhaustiveConfig(protocol="conditioned", pretrain_episodes=6, episodes_per_update=3,
                            eval_episodes=4, out=str(tmp_path / "ex"), seed=2, ppo=ppo)
@@ -145,12 +147,12 @@ def test_a_table_started_before_the_new_ppo_settings_continues_under_its_own(tmp
     today's defaults, in one line."""
     import dataclasses
 
-    from wfrl.config import ExhaustiveConfig
-    from wfrl.search.exhaustive import _check_same_protocol
+    from wfrl.config.run import ExhaustiveConfig
+    from wfrl.search.exhaustive import check_same_protocol
     old = ExhaustiveConfig(out=str(tmp_path), ppo=PPOConfig(decoupled=False, first_fix_bonus=True))
     stored = dataclasses.asdict(old)
     del stored["ppo"]["decoupled"], stored["ppo"]["first_fix_bonus"]
     (tmp_path / "experiment_config.json").write_text(json.dumps(stored))
-    _check_same_protocol(old, tmp_path)
+    check_same_protocol(old, tmp_path)
     with pytest.raises(UserError, match="was started with ppo"):
-        _check_same_protocol(ExhaustiveConfig(out=str(tmp_path)), tmp_path)
+        check_same_protocol(ExhaustiveConfig(out=str(tmp_path)), tmp_path)

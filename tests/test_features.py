@@ -14,7 +14,7 @@ from wfrl.envs.base import mixed_red_kind
 from wfrl.features import (DECOY_KINDS, DECOY_USEFUL, MEM_DIM, MONITOR, MemoryTracker,
                            decoy_action, memory_and_masks)
 from wfrl.ppo.batch import to_batch
-from wfrl.ppo.learner import MASKED_LOGIT
+from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.netspec import NetSpec
 from wfrl.ppo.policy import ActorCritic
 from wfrl.rng import episode_seeds

@@ -1,6 +1,6 @@
 """The package's import graph, read from the source with `ast`: no cycles, and the layers keep
-their direction (collect/ does not reach up into the learner or the search; the search's
-optimizer and GP stay free of torch).
+their direction (LAYERS below: a module imports only from its own layer or lower ones), and the
+search's optimizer and GP stay free of torch.
 
 Every `import` and `from … import` counts, at module level and inside functions; relative imports
 are resolved; `from pkg import name` counts as importing pkg.name when that is a submodule; a
@@ -33,8 +33,20 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return ".".join(base + ([target] if target else []))
 
 
-def _imports(module: str, path: pathlib.Path, known: set[str]) -> tuple[set[str], set[str]]:
-    """(wfrl modules, top-level names of other modules) that `module` imports anywhere."""
+def _module_level(tree: ast.Module):
+    """The statements that run when the module is imported (not those inside functions)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _imports(module: str, path: pathlib.Path, known: set[str],
+             at_import: bool = False) -> tuple[set[str], set[str]]:
+    """(wfrl modules, top-level names of other modules) that `module` imports anywhere, or with
+    at_import only those imported when the module itself is imported."""
     internal, external = set(), set()
 
     def add(name: str):
@@ -45,7 +57,7 @@ def _imports(module: str, path: pathlib.Path, known: set[str]) -> tuple[set[str]
             external.add(name.split(".")[0])
 
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in ast.walk(tree):
+    for node in (_module_level(tree) if at_import else ast.walk(tree)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name)
@@ -63,12 +75,12 @@ def _imports(module: str, path: pathlib.Path, known: set[str]) -> tuple[set[str]
     return internal, external
 
 
-def _graph():
+def _graph(at_import: bool = False):
     sources = _sources()
     known = set(sources)
     internal, external = {}, {}
     for module, path in sources.items():
-        internal[module], external[module] = _imports(module, path, known)
+        internal[module], external[module] = _imports(module, path, known, at_import)
         internal[module].discard(module)
     return internal, external
 
@@ -116,14 +128,64 @@ def _in(module: str, *packages: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
+# The package's layers, lowest first. A module belongs to the layer of the longest prefix that
+# names it, and imports only modules of its own layer or lower ones (docs/architecture.md).
+LAYERS = [
+    # facts with no wfrl dependency above them: errors, seeds, the version, the env contract
+    ("wfrl._version", "wfrl.errors", "wfrl.rng", "wfrl.stats", "wfrl.envs.actions",
+     "wfrl.envs.base", "wfrl.runlog"),
+    # what a workflow is, and the defender's features computed from what it sees
+    ("wfrl.workflow", "wfrl.features"),
+    # the backends and their wrappers
+    ("wfrl.envs",),
+    # the flat-weights layout and the collectors that play it
+    ("wfrl.ppo.netspec", "wfrl.collect"),
+    # every setting (checks may ask the envs and the collectors)
+    ("wfrl.config",),
+    # the learner
+    ("wfrl.ppo",),
+    # scoring a policy or an agent
+    ("wfrl.evaluation",),
+    # one training run
+    ("wfrl.training",),
+    # the workflow search; the tool commands
+    ("wfrl.search", "wfrl.tools"),
+    # the front doors: from Python, and the callable facades of the package and of the search
+    ("wfrl.api", "wfrl.__init__", "wfrl.search.__init__"),
+    # the command line
+    ("wfrl.cli", "wfrl.__main__"),
+]
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index in `layers` of the longest prefix naming `module` (a package's __init__ is named
+    by its package, or by `<package>.__init__` to place the facade apart from its modules)."""
+    best, rank = -1, None
+    for i, names in enumerate(layers):
+        for name in names:
+            if module == name or module.startswith(name + ".") or (
+                    name.endswith(".__init__") and module == name[:-len(".__init__")]):
+                length = len(name)
+                if length > best:
+                    best, rank = length, i
+    assert rank is not None, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def upward_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[tuple[str, str]]:
+    """Every (importer, imported) pair whose imported module sits in a higher layer."""
+    return sorted((m, n) for m, deps in graph.items() for n in deps
+                  if layer_of(n, layers) > layer_of(m, layers))
+
+
 def test_the_walker_sees_every_kind_of_import():
     internal, _ = _graph()
     # from-import of a submodule (async_exec: `from wfrl.collect import worker`)
     assert "wfrl.collect.worker" in internal["wfrl.collect.async_exec"]
     # function-level import (make_collector imports each collector only when it is asked for)
     assert "wfrl.collect.sync" in internal["wfrl.collect.base"]
-    # a module importing its package's names (`from wfrl import __version__`)
-    assert "wfrl" in internal["wfrl.train"]
+    # a function-level import in a package's __init__ (wfrl.search is callable: wfrl.api.search)
+    assert "wfrl.api" in internal["wfrl.search"]
     assert COMPILED not in internal["wfrl.collect.buffer"]
     assert _resolve_relative("wfrl.search.loop", False, 2, "ppo") == "wfrl.ppo"
     assert _resolve_relative("wfrl.search", True, 1, "gp") == "wfrl.search.gp"
@@ -137,18 +199,26 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
 
-def test_collect_does_not_reach_up_into_learner_or_search():
-    """Collectors turn flat weights into episodes; they know the flat-weights layout
-    (wfrl.ppo.netspec, torch-free) and nothing else of the learner, the protocol or the search."""
-    internal, external = _graph()
+def test_every_module_has_a_layer_and_imports_downward_only():
+    internal, _ = _graph()
     for module in internal:
-        if not _in(module, "wfrl.collect"):
-            continue
-        reached = _reachable(internal, module)
-        bad = sorted(m for m in reached
-                     if _in(m, "wfrl.search", "wfrl.train", "wfrl.protocol", "wfrl.cli")
-                     or (_in(m, "wfrl.ppo") and m != "wfrl.ppo.netspec"))
-        assert not bad, f"{module} imports (directly or through others) {bad}"
+        layer_of(module)
+    bad = upward_imports(internal)
+    assert not bad, "imports that reach up a layer: " + ", ".join(
+        f"{m} → {n}" for m, n in bad)
+
+
+def test_the_layer_rule_catches_a_planted_upward_import():
+    """The rule is able to fail: the real graph with one upward import planted in it (the
+    collectors reaching into the search) is refused, and so are the rule's own corner cases."""
+    internal, _ = _graph()
+    planted = {m: set(d) for m, d in internal.items()}
+    planted["wfrl.collect.sequential"].add("wfrl.search.loop")
+    assert upward_imports(planted) == [("wfrl.collect.sequential", "wfrl.search.loop")]
+    # the facade of a package sits apart from its modules; the longest prefix decides
+    assert layer_of("wfrl.search") > layer_of("wfrl.search.loop")
+    assert layer_of("wfrl.envs.base") < layer_of("wfrl.features") < layer_of("wfrl.envs.vector")
+    assert layer_of("wfrl.ppo.netspec") < layer_of("wfrl.config") < layer_of("wfrl.ppo.learner")
 
 
 def test_optimizer_and_gp_are_free_of_torch():
@@ -157,3 +227,13 @@ def test_optimizer_and_gp_are_free_of_torch():
         modules = {module} | _reachable(internal, module)
         torch_users = sorted(m for m in modules if "torch" in external[m])
         assert not torch_users, f"{module} reaches torch through {torch_users}"
+
+
+def test_config_and_the_front_doors_load_without_numpy_or_torch():
+    """`wfrl --help`, a bad flag and the thread rule of __main__ run before numpy or torch load:
+    the modules they import reach neither."""
+    internal, external = _graph(at_import=True)
+    for module in ("wfrl.cli", "wfrl.api", "wfrl.__main__", "wfrl.config.run"):
+        top = {module} | _reachable(internal, module)
+        heavy = sorted(m for m in top if external[m] & {"numpy", "torch"})
+        assert not heavy, f"{module} loads numpy or torch through {heavy}"

@@ -12,7 +12,7 @@ import pytest
 from _helpers import live_session_processes
 
 from wfrl.collect.shm import leaked_segments
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.runlog import load_checkpoint, read_csv
 
 EPISODES, PER_UPDATE = 400, 40
@@ -21,13 +21,13 @@ EPISODES, PER_UPDATE = 400, 40
 # then hands over to the CLI.
 DRIVER = r'''
 import os, signal, sys, threading, time
-import wfrl.train
+import wfrl.training.run as run
 from wfrl.cli import main
 from wfrl.ppo.learner import PPOLearner
 
 moment = sys.argv[1]
 seen = {"collector": None, "updates": 0, "kills": 0}
-real_make, real_update = wfrl.train.make_collector, PPOLearner.update
+real_make, real_update = run.make_collector, PPOLearner.update
 
 
 def alive(pid):
@@ -69,7 +69,7 @@ def update(self, batch, *args, **kw):
     return out
 
 
-wfrl.train.make_collector, PPOLearner.update = make, update
+run.make_collector, PPOLearner.update = make, update
 code = main(sys.argv[2:])
 print("KILLS", seen["kills"], file=sys.stderr)
 sys.exit(code)

@@ -6,8 +6,10 @@ import torch
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.ppo.batch import Batch, to_batch
-from wfrl.ppo.learner import PPOConfig, PPOLearner, Prepared
-from wfrl.ppo.policy import IN_DIM, NumpyPolicy
+from wfrl.config.run import PPOConfig
+from wfrl.ppo.learner import PPOLearner
+from wfrl.ppo.prepare import Prepared
+from wfrl.ppo.netspec import IN_DIM, NumpyPolicy
 from wfrl.workflow import Workflow
 
 K, L = 6, 10  # targets, steps per episode
@@ -315,7 +317,7 @@ def test_hand_written_backward_equals_autograd_bit_for_bit(kw, stale):
 @pytest.mark.parametrize("compiled", [True, False])
 def test_compact_update_equals_the_full_width_update(kw, stale, compiled):
     # The default update multiplies only the input columns and actions the batch uses
-    # (_Compact); against the same update over every column and action, three updates on a real
+    # (Compact); against the same update over every column and action, three updates on a real
     # batch: the same statistics and weights up to float32 rounding, the same optimiser state,
     # and the gradient of every skipped column and action exactly 0 (as the full products give).
     import dataclasses
@@ -324,8 +326,8 @@ def test_compact_update_equals_the_full_width_update(kw, stale, compiled):
     if not cfg.memory:
         batch.obs = np.ascontiguousarray(np.concatenate([batch.obs[:, :52], batch.obs[:, -25:]], 1))
         batch.masks = None
-    from wfrl.ppo.learner import _Compact
-    plan = _Compact.of(batch.obs, None if batch.masks is None else batch.masks.view(np.uint8),
+    from wfrl.ppo.prepare import Compact
+    plan = Compact.of(batch.obs, None if batch.masks is None else batch.masks.view(np.uint8),
                        batch.actions.astype(np.int64), cfg.hidden)
     assert plan is not None and len(plan.cols) < batch.obs.shape[1]   # zero columns to skip
     if cfg.mask:
@@ -405,8 +407,8 @@ def test_compiled_proximal_pass_equals_the_torch_one(compact, compiled_on_any_cp
     masks[0, actions[0]] = 0
     behaviour = torch.from_numpy(batch.logprobs.copy())
     behaviour[1:40] -= 3.0                                   # weights above the cap of 10
-    from wfrl.ppo.learner import _Compact
-    plan = _Compact.of(obs.numpy(), masks.numpy(), actions.numpy(), cfg.hidden) if compact else None
+    from wfrl.ppo.prepare import Compact
+    plan = Compact.of(obs.numpy(), masks.numpy(), actions.numpy(), cfg.hidden) if compact else None
     if plan is not None:
         obs, masks, actions = plan.obs, plan.masks, plan.actions
     lrn._plan = plan

@@ -6,11 +6,11 @@ import pytest
 from _search_helpers import comparable, quiet
 
 from wfrl.collect.base import make_collector
-from wfrl.config import PPOConfig, TrainConfig
+from wfrl.config.run import PPOConfig, TrainConfig
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import LearnerSteps, ppo_step
+from wfrl.training.steps import LearnerSteps, ppo_step
 from wfrl.runlog import load_checkpoint, read_csv
-from wfrl.train import train
+from wfrl.training.run import train
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("critical_first")
@@ -147,7 +147,7 @@ def test_overlapped_training_is_deterministic_across_runs_and_collectors(tmp_pat
 def test_a_search_started_before_overlap_existed_resumes_without_it(tmp_path):
     import json
 
-    from wfrl.config import SearchConfig
+    from wfrl.config.run import SearchConfig
     from wfrl.search.state import resume_config
     stored = {"mode": "search", "wfrl_version": "0.x", **SearchConfig(out=str(tmp_path)).to_dict()}
     del stored["overlap"]

@@ -20,9 +20,8 @@ import os
 import numpy as np
 import pytest
 
-from wfrl.parity import (BLUE_POLICIES, FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
-                         REFERENCE_VERSION, REFERENCES, load_reference, pair_key, run_episodes,
-                         run_sim_episodes, summarise, tost)
+from wfrl.config.tools import BLUE_POLICIES
+from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED, REFERENCE_VERSION, REFERENCES, load_reference, pair_key, run_episodes, run_sim_episodes, summarise, tost)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS
@@ -33,7 +32,7 @@ N_REPLAY = 2
 
 
 def test_scalar_and_batched_blue_policies_agree():
-    from wfrl.parity import blue_action, blue_actions
+    from wfrl.tools.parity import blue_action, blue_actions
     obs = (np.random.default_rng(0).random((200, 52)) < 0.1).astype(np.float32)
     obs[:20] = 0
     for pol in BLUE_POLICIES:
@@ -124,7 +123,7 @@ def records():
 PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in REDS for p in ref.policies]
 
 
-# The equivalence margin of wfrl.parity (max(5, 3 % of |mean|, 0.15 sd)) is wide where the returns
+# The equivalence margin of wfrl.tools.parity (max(5, 3 % of |mean|, 0.15 sd)) is wide where the returns
 # are large and spread (B_line/sleep: 34 points against a standard error of 1.1), so a bias of
 # 30 points would pass the mean test there. The test therefore uses the tighter of that margin and
 # SE_MARGIN standard errors of the recorded reference's mean. With the reference's SE as the unit
@@ -147,7 +146,7 @@ def test_mean_return_equivalent(records, name, red, policy):
     assert res["equivalent"] and equivalent, (
         f"{name} {red}/{policy}: sim {res['sim']['mean']:.1f}±{res['sim']['se']:.1f} vs cyborg "
         f"{res['cyborg']['mean']:.1f}±{res['cyborg']['se']:.1f}, margin {margin:.1f} "
-        f"(wfrl.parity's {res['margin']:.1f}, {SE_MARGIN:g} reference SE "
+        f"(wfrl.tools.parity's {res['margin']:.1f}, {SE_MARGIN:g} reference SE "
         f"{SE_MARGIN * res['cyborg']['se']:.1f}), p {res['p']:.3f}")
 
 

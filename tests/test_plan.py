@@ -1,4 +1,4 @@
-"""Decision-time search (csrc/wfrl_plan.h, wfrl.plan): the compiled belief update held equal to its
+"""Decision-time search (csrc/wfrl_plan.h, wfrl.evaluation.planner): the compiled belief update held equal to its
 Python twin, the belief's quality on episodes of the simulator, the compliance veto, the time
 limit, determinism, and bad budgets."""
 import subprocess
@@ -11,7 +11,7 @@ from wfrl._core import (CAGE2_STATE_RNG_OFFSET, PLAN_RED_BLINE, PLAN_RED_MEANDER
                         Planner, Policy, in_dim, mlp_n_params)
 from wfrl.errors import UserError
 from wfrl.features import TRUTH_DIM, ParticleFilterReference
-from wfrl.plan import PlanBudget, PlanningPolicy
+from wfrl.evaluation.planner import PlanBudget, PlanningPolicy
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("op_server,enterprise,defender,op_host,user")
@@ -82,7 +82,7 @@ def _greedy_episode(planner, red, seed, steps=100, key=0, red_set=None, count=Tr
 
 @pytest.fixture(scope="module")
 def shipped():
-    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
     return make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True)
@@ -240,7 +240,7 @@ def test_planning_policy_on_the_simulator_backend(shipped):
     """PlanningPolicy through the evaluation's episode loop: same seeds, same returns; the search
     statistics count every decision."""
     from wfrl.envs import make_backend
-    from wfrl.plan import PlanStats, play_planned
+    from wfrl.evaluation.planner import PlanStats, play_planned
     out = []
     for _ in range(2):
         backend = make_backend("sim", "B_lineAgent", seed=1)
@@ -374,7 +374,7 @@ def test_cage2_evaluation_reports_the_search():
     """A planned CAGE2 evaluation reports per setting the decision times and the search's
     switch, time-out and fallback rates, from the counters of every chunk: no switch with one
     candidate, some with four."""
-    from wfrl.cage2_eval import cage2_evaluate
+    from wfrl.evaluation.cage2 import cage2_evaluate
     rates = {}
     for k in (1, 4):
         res = cage2_evaluate({"all": "pretrained:critical_first"}, episodes=6,

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from wfrl.ppo.policy import IN_DIM, ActorCritic, NumpyPolicy, n_params
+from wfrl.ppo.netspec import IN_DIM, NumpyPolicy, n_params
+from wfrl.ppo.policy import ActorCritic
 
 
 @pytest.mark.parametrize("hidden", [8, 64])

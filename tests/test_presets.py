@@ -5,11 +5,11 @@ import json
 import pytest
 
 from wfrl.cli import main
-from wfrl.config import PPO_PRESETS, TrainConfig
-from wfrl.ppo.learner import PPOConfig
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.config.run import PPO_PRESETS, TrainConfig
+from wfrl.config.run import PPOConfig
+from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.runlog import read_csv
-from wfrl.train import train
+from wfrl.training.run import train
 
 ARGS = ["train", "--workflow", "critical_first", "--total-episodes", "40", "--hidden", "16",
         "--seed", "3"]
@@ -88,7 +88,7 @@ def test_ppo_step_applies_the_first_fix_bonus():
 
     from wfrl.collect.base import make_collector
     from wfrl.ppo.learner import PPOLearner
-    from wfrl.protocol import ppo_step
+    from wfrl.training.steps import ppo_step
     from wfrl.workflow import Workflow
     wf = Workflow.parse("critical_first")
     losses = []

@@ -7,8 +7,8 @@ import json
 import pytest
 from _search_helpers import assert_same_logs, quiet, resume_cfg, search_cfg
 
-from wfrl.config import SearchConfig
-from wfrl.protocol import pretrain
+from wfrl.config.run import SearchConfig
+from wfrl.training.steps import pretrain
 from wfrl.runlog import read_csv
 from wfrl.search.loop import WorkflowSearch, search
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from wfrl.envs import make_backend
-from wfrl.evaluate import play, weights_from_checkpoint
+from wfrl.evaluation.checkpoint import weights_from_checkpoint
+from wfrl.evaluation.returns import play
 from wfrl.runlog import load_checkpoint, pretrained_names, resolve_checkpoint
 from wfrl.workflow import Workflow
 
@@ -23,7 +24,7 @@ def test_every_shipped_policy_is_tested_here():
 def test_any_workflow_policy_follows_every_workflow(name, backend):
     """Every one of the 120 workflows is accepted and followed (a short greedy check per
     workflow against B_line: 3 episodes; the 1,000-episode table is in docs/findings.md)."""
-    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.workflow import all_workflows
     ck = load_checkpoint(f"pretrained:{name}")
     assert ck["any_workflow"] and "workflow" not in ck and "optimizer" not in ck

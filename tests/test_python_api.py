@@ -11,7 +11,7 @@ import pytest
 
 import wfrl
 from wfrl.errors import UserError
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.training.steps import TIMING_COLUMNS
 
 
 def _log(path):
@@ -55,7 +55,7 @@ def test_python_api_puts_the_thread_settings_back(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     seen = {}
-    from wfrl import train as train_module
+    from wfrl.training import run as train_module
     real = train_module.train
 
     def spy(cfg, *a, **kw):

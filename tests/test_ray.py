@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from _helpers import live_session_processes, perturbed_weights
 
-from wfrl.collect import ray_exec
 from wfrl.collect.base import make_collector
-from wfrl.collect.ray_exec import LocalRay, RayCollector
+from wfrl.collect.ray.address import check_ray_address
+from wfrl.collect.ray.collector import MAX_REBUILDS, RayCollector
+from wfrl.collect.ray.local import Guardian, LocalRay, pid_alive, pid_cmdline, pid_start_time
 from wfrl.collect.shm import leaked_segments
 from wfrl.errors import BackendUnavailable
 from wfrl.workflow import Workflow
@@ -116,7 +117,7 @@ def test_ray_batch_equals_sequential_on_sim(local_ray):
         _assert_same(seq_b, _snapshot(c.collect(wb, 4, WF, 7, n), c))   # new weights reach them
         _assert_same(seq_a, _snapshot(c.collect(wa, 3, WF, 7, n), c))
         assert c.rebuilds == 0
-        c.rebuilds = ray_exec.MAX_REBUILDS
+        c.rebuilds = MAX_REBUILDS
         with pytest.raises(RuntimeError, match="gave up"):
             c._replace(0)
     finally:
@@ -204,7 +205,7 @@ def test_local_instance_listens_on_loopback_only(local_ray):
         c.collect(perturbed_weights(), 0, WF, 0, 4)
         pids = local_ray.pids()
         assert set(c.worker_pids()) <= set(pids)
-        names = {pid: ray_exec._cmdline(pid) for pid in pids}
+        names = {pid: pid_cmdline(pid) for pid in pids}
         assert any("gcs_server" in v for v in names.values())
         assert any("raylet" in v for v in names.values())
         found = {pid: _listeners(pid) for pid in pids + [os.getpid()]}
@@ -220,7 +221,8 @@ def test_local_instance_listens_on_loopback_only(local_ray):
 _DRIVER = """
 import json, os, signal, sys, time
 import numpy as np
-from wfrl.collect.ray_exec import RayCollector, _alive, _parents
+from wfrl.collect.ray.collector import RayCollector
+from wfrl.collect.ray.local import pid_alive, parent_pids
 from wfrl.workflow import Workflow
 mode = sys.argv[1]
 c = RayCollector("sim", "B_lineAgent", 16, 0, 1.0, n_workers=2, n_rows=256)
@@ -245,9 +247,9 @@ except SystemExit as exc:          # SIGTERM
     code = exc.code
 finally:
     c.close()
-kids = [p for p, pp in _parents().items() if pp == os.getpid() and _alive(p)]
+kids = [p for p, pp in parent_pids().items() if pp == os.getpid() and pid_alive(p)]
 print(json.dumps({"children_after_close": kids,
-                  "alive_after_close": [p for p in info["pids"] if _alive(p)]}), flush=True)
+                  "alive_after_close": [p for p in info["pids"] if pid_alive(p)]}), flush=True)
 sys.exit(code)
 """
 
@@ -322,7 +324,7 @@ def test_interrupt_during_collect_leaves_no_ray_process(tmp_path, sig, code):
                                                     "alive_after_close": []}
         live = live_session_processes(proc.pid)
         assert live == [], live
-        assert not any(ray_exec._alive(p) for p in info["pids"])
+        assert not any(pid_alive(p) for p in info["pids"])
         assert not os.path.exists(info["temp_dir"])
         assert list(home.iterdir()) == []
     finally:
@@ -341,7 +343,7 @@ def test_missing_ray_is_a_one_line_user_error(monkeypatch):
 @pytest.mark.parametrize("text", ["10.0.0.5:6379", "head-node.example.org:1", "[fd00::5]:65535",
                                   "localhost:6379", "127.0.0.1:49152"])
 def test_check_ray_address_accepts_host_port(text):
-    assert ray_exec.check_ray_address(text) == text
+    assert check_ray_address(text) == text
 
 
 @pytest.mark.parametrize("text,why", [
@@ -353,7 +355,7 @@ def test_check_ray_address_accepts_host_port(text):
     ("auto", "not supported"), ("ray://10.0.0.5:10001", "Ray Client")])
 def test_check_ray_address_refuses_with_one_line(text, why):
     with pytest.raises(ValueError, match=why) as info:
-        ray_exec.check_ray_address(text)
+        check_ray_address(text)
     assert "\n" not in str(info.value)
 
 
@@ -395,7 +397,7 @@ def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path):
 
 _KILL_LOCAL = """
 import os, signal, subprocess, sys, time
-from wfrl.collect.ray_exec import _argv, _parents, _alive
+from wfrl.collect.ray.local import pid_argv, parent_pids, pid_alive
 run = subprocess.Popen([sys.executable, "-m", "wfrl", "train", "--workflow", "critical_first",
                         "--backend", "sim", "--collector", "ray", "--n-workers", "2",
                         "--total-episodes", "400000", "--episodes-per-update", "200",
@@ -405,8 +407,8 @@ for line in run.stderr:
     err.append(line)
     if line.startswith("update    2"):
         break
-kids = [p for p, pp in _parents().items() if pp == run.pid]
-raylet = [p for p in kids if os.path.basename((_argv(p) or [""])[0]) == "raylet"]
+kids = [p for p, pp in parent_pids().items() if pp == run.pid]
+raylet = [p for p in kids if os.path.basename((pid_argv(p) or [""])[0]) == "raylet"]
 print(raylet[0] if raylet else -1, flush=True)
 if raylet:
     os.kill(raylet[0], signal.SIGKILL)
@@ -461,11 +463,11 @@ def test_guardian_reports_a_node_lost_just_before_the_driver(tmp_path):
         try:
             started = None
             while started is None:
-                started = ray_exec._start_time(node.pid)
+                started = pid_start_time(node.pid)
             with open(log, "wb") as f:
                 os.dup2(f.fileno(), 2)            # the guardian inherits this process's stderr
                 try:
-                    g = ray_exec._Guardian([(node.pid, started)], None, "the node is gone (test)")
+                    g = Guardian([(node.pid, started)], None, "the node is gone (test)")
                 finally:
                     os.dup2(saved, 2)
             time.sleep(0.3)                       # the guardian is polling

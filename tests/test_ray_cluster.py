@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_ray import _listeners, _loopback
 
-from wfrl.collect.ray_exec import _cmdline
+from wfrl.collect.ray.local import pid_cmdline
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -134,7 +134,7 @@ def _children(pid) -> list[int]:
 
 def _node_processes(temp_dir: str) -> list[int]:
     """Processes of the node whose --temp-dir is temp_dir: those naming it, and descendants."""
-    roots = [int(d) for d in os.listdir("/proc") if d.isdigit() and temp_dir in _cmdline(d)]
+    roots = [int(d) for d in os.listdir("/proc") if d.isdigit() and temp_dir in pid_cmdline(d)]
     out, todo = set(), list(roots)
     while todo:
         p = todo.pop()
@@ -145,7 +145,7 @@ def _node_processes(temp_dir: str) -> list[int]:
 
 
 def _actors(temp_dir: str) -> list[int]:
-    return [p for p in _node_processes(temp_dir) if "EpisodeActor" in _cmdline(p)]
+    return [p for p in _node_processes(temp_dir) if "EpisodeActor" in pid_cmdline(p)]
 
 
 @pytest.mark.system_wide   # compares /dev/shm before and after
@@ -192,11 +192,11 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
         ns.run(wheel(node), env, cwd=str(tmp_path))
         head_procs = _node_processes(values["HEAD_TEMP_DIR"])
         node_procs = _node_processes(values["NODE_TEMP_DIR"])
-        assert any("raylet" in _cmdline(p) for p in head_procs)
-        assert any("raylet" in _cmdline(p) for p in node_procs)
-        other = [_cmdline(p)[:120] for p in head_procs + node_procs
-                 if os.path.basename(_cmdline(p).split(" ")[0]).startswith("python")
-                 and py not in _cmdline(p)]
+        assert any("raylet" in pid_cmdline(p) for p in head_procs)
+        assert any("raylet" in pid_cmdline(p) for p in node_procs)
+        other = [pid_cmdline(p)[:120] for p in head_procs + node_procs
+                 if os.path.basename(pid_cmdline(p).split(" ")[0]).startswith("python")
+                 and py not in pid_cmdline(p)]
         assert not other, f"a node runs another Python than the wheel venv's: {other}"
 
         started = time.monotonic()
@@ -212,7 +212,7 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
         assert head_actors and node_actors, (head_actors, node_actors)
         # every listener of the cluster (both nodes, the driver, the actors) is on loopback
         members = ns.members()
-        socks = [(p, _cmdline(p)[:60], *s) for p in members for s in _listeners(p)]
+        socks = [(p, pid_cmdline(p)[:60], *s) for p in members for s in _listeners(p)]
         assert socks, "found no listening socket"
         assert all(_loopback(addr) for _, _, _, addr, _ in socks), socks
         assert all(str(getattr(addr, "ipv4_mapped", None) or addr) == "127.0.0.1"
@@ -246,7 +246,7 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
         deadline = time.monotonic() + 20
         while ns.members() and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = [(p, _cmdline(p)[:80]) for p in ns.members()]
+        left = [(p, pid_cmdline(p)[:80]) for p in ns.members()]
         assert left == [], left                  # no process, hence no socket, of the cluster
         new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
                    if not n.startswith(("wfrl-", "sem."))}   # other runs' segments

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from wfrl.attribution import HOST_NAMES
+from wfrl.evaluation.attribution import HOST_NAMES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"

@@ -27,7 +27,7 @@ def test_closest_trained_workflow():
 
 
 def test_closing_table_names_the_workflows_at_theta():
-    from wfrl.search.loop import format_table
+    from wfrl.search.report import format_table
     summary = {"visits": 15, "episodes_used": 70000, "total_episodes": 70000, "wall_time_s": 99.0,
                "predicted_feasible": 61, "at_theta": 0, "top": []}
     assert "predicted feasible: 61 of 120 workflows\n" in format_table(summary, 0.95)
@@ -250,7 +250,8 @@ def test_greedy_visit_evaluation_is_the_mean_over_reds_of_the_saved_policy(tmp_p
     import math
 
     from wfrl.envs import make_backend
-    from wfrl.evaluate import play, summarise, weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.evaluation.returns import play, summarise
     from wfrl.rng import EVAL_EPISODE_BASE, episode_block
     from wfrl.runlog import load_checkpoint
     from wfrl.workflow import Workflow

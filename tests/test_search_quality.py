@@ -3,7 +3,7 @@ and the quality tables over seeds and acquisitions."""
 import numpy as np
 import pytest
 
-from wfrl.ppo.learner import PPOConfig
+from wfrl.config.run import PPOConfig
 from wfrl.workflow import Workflow, all_workflows, kendall_distance
 
 

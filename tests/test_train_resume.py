@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.training.steps import TIMING_COLUMNS
 
 FLAGS = ["--workflow", "critical_first", "--total-episodes", "2400", "--eval-every", "600",
          "--eval-episodes", "50", "--seed", "3", "--warmup", "800"]

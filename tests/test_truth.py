@@ -5,9 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from wfrl.config import ExhaustiveConfig, PPOConfig
+from wfrl.config.run import ExhaustiveConfig, PPOConfig
 from wfrl.errors import UserError
-from wfrl.protocol import TIMING_COLUMNS
+from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.runlog import read_csv
 from wfrl.search import effects, truth
 from wfrl.workflow import UNIT_TYPES, Workflow
@@ -100,8 +100,8 @@ def test_interrupted_run_resumes_to_the_twins_tables(tmp_path, monkeypatch, twin
     """Killed mid-training (after the second update's state) or mid-evaluation (10 workflows
     into the second red), then started again: the same training log and the same truth.csv as
     the uninterrupted twin, to the last digit."""
-    import wfrl.evaluate
-    _interrupt_after(monkeypatch, wfrl.evaluate if where == "play" else truth, where, calls)
+    import wfrl.evaluation.returns
+    _interrupt_after(monkeypatch, wfrl.evaluation.returns if where == "play" else truth, where, calls)
     with pytest.raises(KeyboardInterrupt):
         truth.truth(cfg(tmp_path), quiet)
     monkeypatch.undo()

@@ -176,7 +176,8 @@ def test_compiled_learner_steps_at_the_truth_width_equal_the_torch_steps(compact
     input (obs ⊕ memory ⊕ truth ⊕ workflow) against the same steps through torch."""
     import wfrl.ppo.learner as learner_module
     from wfrl.collect.base import make_collector
-    from wfrl.ppo.learner import PPOConfig, PPOLearner
+    from wfrl.config.run import PPOConfig
+    from wfrl.ppo.learner import PPOLearner
     monkeypatch.setattr(learner_module, "COMPILED_FAST", True)
     cfg = PPOConfig(hidden=32, memory=True, mask=True, truth_input=True, clip_per_net=True)
     assert cfg.net() == FULL
@@ -202,7 +203,7 @@ def test_compiled_learner_steps_at_the_truth_width_equal_the_torch_steps(compact
 
 
 def test_older_checkpoints_load_without_the_truth_input():
-    from wfrl.evaluate import net_from_checkpoint
+    from wfrl.evaluation.checkpoint import net_from_checkpoint
     assert net_from_checkpoint({"net": {"hidden": 64, "memory": True, "mask": True}}) == \
         NetSpec(64, True, True, False)
     assert net_from_checkpoint({"hidden": 64}) == NetSpec(64)
@@ -218,7 +219,7 @@ def truth_run(tmp_path_factory):
 
 
 def test_checkpoint_records_the_truth_input_and_eval_plays_it(truth_run):
-    from wfrl.evaluate import weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
     from wfrl.runlog import load_checkpoint
     ck = load_checkpoint(truth_run / "checkpoint.pt")
     assert ck["net"]["truth_input"] is True
@@ -257,11 +258,11 @@ def test_eval_plays_the_truth_policy_on_both_cyborg_codes(truth_run):
 def test_runs_stored_before_the_truth_input_continue_without_it(tmp_path):
     """A ground-truth run, an exhaustive table or a search stored before the setting existed
     carries no ppo.truth_input: it continues as it began (without), and is refused with it."""
-    from wfrl.config import ExhaustiveConfig, PPOConfig
+    from wfrl.config.run import ExhaustiveConfig, PPOConfig
     from wfrl.errors import UserError
-    from wfrl.search.exhaustive import _check_same_protocol
+    from wfrl.search.exhaustive import check_same_protocol
     from wfrl.search.truth import check_same_settings
-    for protocol, check in (("recipe", check_same_settings), ("finetune", _check_same_protocol)):
+    for protocol, check in (("recipe", check_same_settings), ("finetune", check_same_protocol)):
         old = ExhaustiveConfig(out=str(tmp_path), protocol=protocol, ppo=PPOConfig())
         stored = dataclasses.asdict(old)
         del stored["ppo"]["truth_input"]

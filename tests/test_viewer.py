@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wfrl.cli import main
-from wfrl.replay import ACCESS_COLOURS, record_episode, replay_html
+from wfrl.evaluation.replay import ACCESS_COLOURS, record_episode, replay_html
 from wfrl.workflow import HOSTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -90,9 +90,9 @@ def test_recorded_episode_matches_the_evaluation(episode):
     """The recorded return is the return wfrl's evaluation plays for the same episode."""
     import numpy as np
 
-    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.envs import make_backend
-    from wfrl.evaluate import play
+    from wfrl.evaluation.returns import play
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
     stats = play(make_backend("sim", "B_lineAgent"), weights, net, Workflow.parse(wf), lam,

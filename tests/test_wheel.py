@@ -44,7 +44,7 @@ def test_wheel_is_a_platform_wheel_with_the_compiled_core(wheel_venv):
     assert "-manylinux_2_" in wheel.name or ".manylinux_2_" in wheel.name, wheel.name   # repaired
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("wfrl/_core.") and n.endswith(".so") for n in names), names
-    assert "wfrl/cli.py" in names and not any(n.endswith(".pyx") for n in names)
+    assert "wfrl/cli/commands.py" in names and not any(n.endswith(".pyx") for n in names)
     assert {"wfrl/pretrained/critical_first.pt",
             "wfrl/pretrained/critical_first_leaderboard.pt"} <= set(names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))

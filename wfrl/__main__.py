@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from wfrl import one_thread_by_default, quiet_openmp
+from wfrl.api import one_thread_by_default, quiet_openmp
 
 MEASURED_PYTHON = ((3, 11),)
 

@@ -60,7 +60,7 @@ def decoy_action(kind: int, host: int) -> int:
     return DECOY_FIRST + N_HOSTS * kind + host
 
 
-def _open_decoys(useful, placed):
+def open_decoys(useful, placed):
     """Decoy kinds still worth placing (bit sets; works elementwise on integer arrays)."""
     open_ = useful & ~placed
     return np.where((placed & _PORT80) != 0, open_ & ~_PORT80, open_)
@@ -87,7 +87,7 @@ class MemoryTracker:
             self.comp_seen[h] = 0
         elif DECOY_FIRST <= a < DECOY_FIRST + N_DECOYS * N_HOSTS:
             k, h = divmod(a - DECOY_FIRST, N_HOSTS)
-            if int(_open_decoys(DECOY_USEFUL[h], self.decoys[h])) & (1 << k):
+            if int(open_decoys(DECOY_USEFUL[h], self.decoys[h])) & (1 << k):
                 self.decoys[h] |= 1 << k
         o = np.asarray(obs).reshape(N_HOSTS, 4) != 0
         scan = o[:, 0] & ~o[:, 1]
@@ -114,7 +114,7 @@ class MemoryTracker:
         allowed = np.ones(N_ACTIONS, bool)
         allowed[MONITOR] = False
         for h in range(N_HOSTS):
-            open_ = int(_open_decoys(DECOY_USEFUL[h], self.decoys[h]))
+            open_ = int(open_decoys(DECOY_USEFUL[h], self.decoys[h]))
             for k in range(N_DECOYS):
                 allowed[decoy_action(k, h)] = bool(open_ >> k & 1)
         return allowed
@@ -155,7 +155,7 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
             comp_seen[r[rest], rh[rest]] = False
             dec = (a >= DECOY_FIRST) & (a < DECOY_FIRST + N_DECOYS * H)
             k, h = np.divmod(np.where(dec, a - DECOY_FIRST, 0), H)
-            ok = dec & ((_open_decoys(useful[h], decoys[r, h]) >> k) & 1).astype(bool)
+            ok = dec & ((open_decoys(useful[h], decoys[r, h]) >> k) & 1).astype(bool)
             decoys[r[ok], h[ok]] |= 1 << k[ok]
         scanned |= scan[:, t]
         comp_seen |= seen[:, t]
@@ -176,7 +176,7 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
         if mask:
             m = allowed[:, t]
             m[:, MONITOR] = False
-            open_ = _open_decoys(useful[None, :], decoys)          # [rows, H]
+            open_ = open_decoys(useful[None, :], decoys)          # [rows, H]
             bits = ((open_[:, :, None] >> np.arange(N_DECOYS)) & 1).astype(bool)  # [rows, H, K]
             m[:, decoy_cols.reshape(-1)] = bits.reshape(rows, -1)
     return feats, allowed

@@ -71,7 +71,7 @@ def episode_seeds(seed: int, episodes) -> tuple[np.ndarray, np.ndarray]:
 # so no evaluation episode shares its seeds with a training episode or with another evaluation.
 EVAL_EPISODE_BASE = 1_000_000_000     # a trained policy's evaluation (search visits, exhaustive)
 SELECT_EPISODE_BASE = 2_000_000_000   # the periodic greedy evaluation that keeps best.pt
-CAGE2_EPISODE_BASE = 3_000_000_000    # the CAGE2 protocol table (wfrl.cage2_eval)
+CAGE2_EPISODE_BASE = 3_000_000_000    # the CAGE2 protocol table (wfrl.evaluation.cage2)
 EPISODE_BLOCK = 1_000_000             # sub-ranges of a range: one per search visit / CAGE2 setting
 
 

@@ -110,7 +110,7 @@ class RunDir:
         return self.path / name
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace `path` with `data` (write a temporary file beside it, fsync, rename): readers see
     the old file or the new one. A failed write (a full disk) leaves the old file and raises
     RecordWriteError naming `path`."""
@@ -133,7 +133,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_json(path: Path, obj) -> None:
-    _atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
 class CsvLog:
@@ -145,7 +145,7 @@ class CsvLog:
         if fresh or not self.path.exists():
             buf = io.StringIO()
             csv.writer(buf).writerow(self.columns)
-            _atomic_write_bytes(self.path, buf.getvalue().encode())
+            atomic_write_bytes(self.path, buf.getvalue().encode())
 
     def append(self, row: dict) -> None:
         """Append one row, durably; RecordWriteError naming the file when it cannot be written
@@ -229,7 +229,7 @@ def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:
     w = csv.DictWriter(buf, list(columns), extrasaction="raise")
     w.writeheader()
     w.writerows(rows)
-    _atomic_write_bytes(Path(path), buf.getvalue().encode())
+    atomic_write_bytes(Path(path), buf.getvalue().encode())
 
 
 def truncate_csv(path: Path, columns: list[str], rows: int) -> None:
@@ -246,7 +246,7 @@ def truncate_csv(path: Path, columns: list[str], rows: int) -> None:
         return
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
-    _atomic_write_bytes(Path(path), b"\n".join(lines[:rows + 1]) + b"\n")
+    atomic_write_bytes(Path(path), b"\n".join(lines[:rows + 1]) + b"\n")
 
 
 def read_csv(path) -> list[dict]:
@@ -258,7 +258,7 @@ def save_checkpoint(path: Path, payload: dict) -> None:
     import torch
     buf = io.BytesIO()
     torch.save({"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **payload}, buf)
-    _atomic_write_bytes(Path(path), buf.getvalue())
+    atomic_write_bytes(Path(path), buf.getvalue())
 
 
 PRETRAINED_PREFIX = "pretrained:"
@@ -310,3 +310,13 @@ def load_checkpoint(path) -> dict:
         if key not in ck:
             raise UserError(f"checkpoint {path} lacks {key!r}")
     return ck
+
+
+BASE_POLICY = -1  # the "workflow index" of a search's pretrained base policy
+
+
+def checkpoint_path(run: Path, wf_index: int) -> Path:
+    """Where a search keeps the policy of workflow wf_index (BASE_POLICY: the pretrained base)."""
+    if wf_index == BASE_POLICY:
+        return Path(run) / "checkpoints" / "base.pt"
+    return Path(run) / "checkpoints" / f"wf_{wf_index:03d}.pt"

@@ -13,7 +13,7 @@ class CheckpointAgent:
 
     def __init__(self, checkpoint):
         from wfrl._core import Actor
-        from wfrl.cage2_eval import policy_of_checkpoint
+        from wfrl.evaluation.cage2 import policy_of_checkpoint
         from wfrl.collect.rollout import make_policy
         from wfrl.workflow import Workflow
         weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint)

@@ -54,7 +54,8 @@ def make_collector(name: str, backend: str, red_agent: str, hidden, seed: int, l
         from wfrl.collect.async_exec import AsyncCollector
         return AsyncCollector(*args, n_workers=n_workers, n_rows=n_rows)
     if name == "ray":
-        from wfrl.collect.ray.collector import RayCollector, import_ray
+        from wfrl.collect.ray.collector import RayCollector
+        from wfrl.collect.ray.common import import_ray
         import_ray()  # BackendUnavailable with the install hint when Ray is missing
         return RayCollector(*args, n_workers=n_workers, n_rows=n_rows, ray_address=ray_address)
     raise ValueError(name)

@@ -50,7 +50,7 @@ def run_episodes(backend, policy, episodes, seed: int, buffer=None, rows=None,
     """Play global episodes `episodes` (seeds from (seed, episode)) with the compiled loop, episode
     k into buffer row rows[k] (rows default to 0, 1, …; buffer may be None). horizon: blue steps
     per episode (training: EP_LEN; the CAGE2 evaluation also plays 30 and 50). observer, if
-    given (e.g. wfrl.attribution.CostRecorder), sees every step as observer.step(action, reward,
+    given (e.g. wfrl.evaluation.attribution.CostRecorder), sees every step as observer.step(action, reward,
     red_access_after) and every episode's end as observer.end_episode(); the simulator then
     plays step by step through the per-step actor (the same episodes, slower)."""
     episodes = np.asarray(episodes, dtype=np.int64)

@@ -15,7 +15,8 @@ class SequentialCollector:
     def __init__(self, backend, red_agent, hidden: int, seed: int, lam: float,
                  count_foothold: bool = False, n_workers: int = 1, n_rows: int = 1):
         from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-        from wfrl.envs import EP_LEN, make_backend
+        from wfrl.envs import make_backend
+        from wfrl.envs.base import EP_LEN
         self.backend = make_backend(backend, red_agent, seed=seed)
         self.hidden = hidden
         self.seed = seed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from wfrl.collect import worker
 from wfrl.collect.buffer import traj_fields
-from wfrl.collect.shm import SharedArrays, WeightsBoard, worker_signals_deferred  # noqa: F401
+from wfrl.collect.shm import SharedArrays, WeightsBoard
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError

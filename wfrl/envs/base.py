@@ -39,7 +39,7 @@ ENGINES = ("sim", "cyborg")
 BACKENDS = ENGINES + tuple(e + LEADERBOARD for e in ENGINES)
 
 
-# What a viewer reads from a backend after a step (wfrl.replay), where the backend offers it:
+# What a viewer reads from a backend after a step (wfrl.evaluation.replay), where the backend offers it:
 # last_red_action() -> (one of RED_ACTIONS, target: a subnet of RED_SUBNETS, a host or "", success)
 # and decoys() -> uint8[13], bit k set when decoy kind k (wfrl.features.DECOY_KINDS) is in place.
 RED_ACTIONS = ("Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices", "ExploitRemoteService",

@@ -26,7 +26,7 @@ def head_pass(z: np.ndarray, allowed: np.ndarray | None, actions: np.ndarray,
     d loss / d logits into grad [n, A]; returns the minibatch means (clipped surrogate, entropy,
     approximate KL, fraction of clipped ratios)."""
     if allowed is None:
-        allowed = _all_allowed(z.shape)
+        allowed = all_allowed(z.shape)
     n = z.shape[0]
     pg, ent, kl, clipped = _core.ppo_head(z, allowed, actions, old_logp, adv, clip, ent_coef, grad)
     return pg / n, ent / n, kl / n, clipped / n
@@ -54,7 +54,7 @@ def _np(t: torch.Tensor, dtype) -> np.ndarray:
 _ALL_ALLOWED: dict[tuple, np.ndarray] = {}
 
 
-def _all_allowed(shape: tuple) -> np.ndarray:
+def all_allowed(shape: tuple) -> np.ndarray:
     """A read-only all-ones mask of this shape, made once (an unmasked policy's minibatches)."""
     ones = _ALL_ALLOWED.get(shape)
     if ones is None:

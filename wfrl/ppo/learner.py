@@ -2,7 +2,7 @@
 per-minibatch advantage normalisation, gradient-norm clipping), as PPOLearner.update runs it.
 
 Read top to bottom, this module is the default path: update → _update, which prepares the
-batch (wfrl.ppo.plan: the tensors, the columns and actions in use, the permutations) and runs
+batch (wfrl.ppo.prepare: the tensors, the columns and actions in use, the permutations) and runs
 the epochs — on two threads, the actor's steps here and the critic's on a second thread, where
 each network is clipped alone (_split_epochs), else in one loop — each minibatch step through
 one small interface, _actor_step(rows, ...) and _critic_step(rows, ...). Behind it:
@@ -28,16 +28,15 @@ import numpy as np
 import torch
 
 import wfrl._core as _core
-from wfrl.config import PPOConfig  # noqa: F401  (declared in config.py with every setting)
+from wfrl.config.run import PPOConfig
 from wfrl.envs.base import N_ACTIONS
-from wfrl.features import MASKED_LOGIT  # noqa: F401  (where tests and tools import it from)
 from wfrl.ppo.batch import Batch
-from wfrl.ppo.head import _all_allowed
-from wfrl.ppo.optim import FusedAdamSteps, _adam, _clip_grad_norm, private_paths
-from wfrl.ppo.plan import Prepared, _batch_tensors, _Compact, _minibatch_advantages
+from wfrl.ppo.head import all_allowed
+from wfrl.ppo.optim import FusedAdamSteps, adam, clip_grad_norm, private_paths
+from wfrl.ppo.prepare import Prepared, batch_tensors, Compact, minibatch_advantages
 from wfrl.ppo.policy import ActorCritic
 from wfrl.ppo.reference import ReferenceUpdate
-from wfrl.ppo.torch_steps import TorchSteps, _attach_grads, _Scratch
+from wfrl.ppo.torch_steps import TorchSteps, attach_grads, Scratch
 
 # Whether this CPU runs the compiled step's fast products (AVX-512); tests may set it.
 COMPILED_FAST = _core.compiled_step_fast()
@@ -82,15 +81,15 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self.split = split and self.manual   # _split_ok
         self.compiled = compiled and self.manual   # _compiled_ok
         self._net_steps: tuple | None = None   # (key, actor NetStep, critic NetStep)
-        self._plan: _Compact | None = None    # this update's (_update)
+        self._plan: Compact | None = None    # this update's (_update)
         self._steps: tuple | None = None      # this update's compiled steps (_compiled_steps)
-        self._scratch: _Scratch | None = None
+        self._scratch: Scratch | None = None
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
         self.net = cfg.net()
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
         self.private = private_paths()   # torch's private kernels (wfrl.ppo.optim)
-        self.opt = _adam(self.model.parameters(), cfg.lr, fused=not reference,
+        self.opt = adam(self.model.parameters(), cfg.lr, fused=not reference,
                          private=self.private)
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
@@ -143,7 +142,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         if not (split and prepared is not None and prepared.fits(self, n)):
             prepared = None    # (the one-thread loop draws its permutations epoch by epoch)
         obs, actions, old_logp, adv_all, ret_all, masks = (
-            _batch_tensors(batch) if prepared is None else prepared.tensors)
+            batch_tensors(batch) if prepared is None else prepared.tensors)
         mb = max(1, -(-n // cfg.minibatches))
         groups = self.clip_groups()
         step = self._manual_step if self.manual else self._autograd_step
@@ -151,11 +150,11 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         if self.compact and n:
             self._plan = plan = (
                 prepared.plan if prepared is not None else
-                _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
+                Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
                             actions.numpy(), cfg.hidden))
             if plan is not None:
                 obs, masks, actions = plan.obs, plan.masks, plan.actions
-                # what the plan leaves out stays 0 (a missing .grad: _Scratch.attach_grads)
+                # what the plan leaves out stays 0 (a missing .grad: Scratch.attach_grads)
                 self.model.zero_grad(set_to_none=False)
         weight_all = None
         decoupled = stale and cfg.decoupled and n
@@ -180,7 +179,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                     between()
                 sl = slice(start, start + mb)
                 got = step(o[sl], None if mk is None else mk[sl], a[sl], lp0[sl],
-                           _minibatch_advantages(ad, wt, sl), rt[sl], groups)
+                           minibatch_advantages(ad, wt, sl), rt[sl], groups)
                 if got is None:          # the KL stop
                     break
                 stats.append(got)
@@ -235,7 +234,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                 for o, a, lp0, ad, mk, wt in gather((obs, actions, old_logp, adv_all, masks,
                                                      weight_all)):
                     yield o, a, lp0, mk, (lambda sl, ad=ad, wt=wt:
-                                          _minibatch_advantages(ad, wt, sl))
+                                          minibatch_advantages(ad, wt, sl))
                 return
             for (o, a, adn, _, mk), (lp0, wt) in zip(prepared.epoch_rows,
                                                      gather((old_logp, weight_all))):
@@ -299,7 +298,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
     def _manual_step(self, x, mk, a, lp0, adv, ret, groups):
         """The same minibatch step with the backward pass written out: every matrix product
         into a buffer kept between steps, the gradients straight into each parameter's .grad,
-        no autograd graph (see _Scratch); or, where _compiled_ok, each network's whole step in
+        no autograd graph (see Scratch); or, where _compiled_ok, each network's whole step in
         C (_actor_step, _critic_step). Returns the statistics, or None on the KL stop."""
         if self._steps is not None:
             actor_params, critic_params = groups
@@ -312,7 +311,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             return None
         v_loss = self._critic_grads(x, ret)
         for group in groups:
-            _clip_grad_norm(group, self.cfg.max_grad_norm, self.private)
+            clip_grad_norm(group, self.cfg.max_grad_norm, self.private)
         self._adam_step()
         pg, ent, kl, clipped = got
         return pg, v_loss, ent, kl, clipped   # STAT_NAMES order
@@ -345,7 +344,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         """What a compiled actor call takes for rows x: (x, the input columns in use, the
         actions in use — None for every one without a plan —, the allowed-action mask, all
         ones for an unmasked policy), as numpy arrays."""
-        allowed = (masks.numpy() if masks is not None else _all_allowed(
+        allowed = (masks.numpy() if masks is not None else all_allowed(
             (x.shape[0], N_ACTIONS if plan is None else plan.n_actions)))
         return (x.numpy(), None if plan is None else plan.cols.numpy(),
                 None if plan is None else plan.acts.numpy(), allowed)
@@ -368,7 +367,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         if not self._compiled_ok():
             return None
         self._adam_first_state()
-        _attach_grads(self.model.parameters())     # (the C step writes every .grad)
+        attach_grads(self.model.parameters())     # (the C step writes every .grad)
         groups = self.clip_groups()
         state = self.opt.state
         key = tuple(t.data_ptr() for group in groups for p in group
@@ -399,7 +398,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         the learner's policy before this update — instead of the behaviour policy, and each step
         is weighted by π_prox(a|s) / π_behav(a|s) (at most MAX_PROXIMAL_WEIGHT). With fresh
         weights the two policies are the same and this is ordinary PPO. Returns (proximal
-        log-probabilities, weights). With a _Compact plan, obs, actions and masks are the plan's
+        log-probabilities, weights). With a Compact plan, obs, actions and masks are the plan's
         and only the actor's used columns and actions are multiplied (the value is not needed).
         Where this update's steps are compiled, the pass is too (NetStep.actor_logp)."""
         if self._steps is not None:

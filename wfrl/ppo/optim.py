@@ -56,7 +56,7 @@ class EagerAdam(torch.optim.Adam):
         return _EAGER["zero_grad"](self, set_to_none)
 
 
-def _adam(params, lr: float, fused: bool, private: bool):
+def adam(params, lr: float, fused: bool, private: bool):
     """Adam (eps 1e-5); fused where this torch has a fused CPU kernel (2.4 and later); an
     EagerAdam on the private path (private_paths(), the learner's) where this torch wraps the
     four methods as measured."""
@@ -70,7 +70,7 @@ def _adam(params, lr: float, fused: bool, private: bool):
     return cls(params, lr=lr, eps=1e-5)
 
 
-def _clip_grad_norm(params: list, max_norm: float, private: bool) -> None:
+def clip_grad_norm(params: list, max_norm: float, private: bool) -> None:
     """torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True) on one group of float32
     CPU parameters; on the private path without its ~40 µs of Python around four kernels
     (grouping by device and dtype, checks): the same operations on the same values, so the same

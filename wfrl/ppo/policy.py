@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from wfrl.envs.base import N_ACTIONS
-from wfrl.ppo.netspec import IN_DIM, NumpyPolicy, layer_shapes, n_params  # noqa: F401
+from wfrl.ppo.netspec import IN_DIM, n_params
 
 
 def _mlp(out_dim: int, hidden: int, in_dim: int) -> nn.Sequential:

@@ -14,11 +14,11 @@ import torch
 
 from wfrl.envs.base import N_ACTIONS
 from wfrl.ppo.head import head_loss, head_pass
-from wfrl.ppo.optim import _clip_grad_norm
+from wfrl.ppo.optim import clip_grad_norm
 from wfrl.ppo.policy import ActorCritic
 
 
-class _Scratch:
+class Scratch:
     """What the hand-written backward keeps between minibatch steps: each layer's (weight, bias),
     every activation and every gradient with respect to one, for up to `rows` rows (a shorter
     minibatch uses the leading rows, still contiguous), and a .grad tensor on every parameter
@@ -41,10 +41,10 @@ class _Scratch:
         self.v, self.dv = buf(1), buf(1)
 
     def attach_grads(self) -> None:
-        _attach_grads(self.params)
+        attach_grads(self.params)
 
 
-def _attach_grads(params) -> None:
+def attach_grads(params) -> None:
     """A zero .grad on every parameter that has none (after a zero_grad(set_to_none=True))."""
     for p in params:
         if p.grad is None:
@@ -75,7 +75,7 @@ class TorchSteps:
         """The actor's minibatch step in torch (under no_grad): its gradients, their clip and
         its Adam step; returns (surrogate, entropy, approximate KL, clipped share)."""
         got = self._actor_grads(x, mk, a, lp0, adv)
-        _clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
+        clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
         self._adam_params(params)
         return got
 
@@ -83,14 +83,14 @@ class TorchSteps:
         """The critic's minibatch step in torch (under no_grad), as _torch_actor_step; returns
         the value loss."""
         v_loss = self._critic_grads(x, ret)
-        _clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
+        clip_grad_norm(params, self.cfg.max_grad_norm, self.private)
         self._adam_params(params)
         return v_loss
 
-    def _ensure_scratch(self, rows: int) -> "_Scratch":
+    def _ensure_scratch(self, rows: int) -> "Scratch":
         s = self._scratch
         if s is None or s.rows < rows:
-            s = self._scratch = _Scratch(self.model, rows)
+            s = self._scratch = Scratch(self.model, rows)
         s.attach_grads()      # after a zero_grad(set_to_none=True) elsewhere
         return s
 

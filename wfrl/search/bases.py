@@ -3,7 +3,7 @@
 the backend's CybORG code when the search's settings are the ones it was trained with."""
 from __future__ import annotations
 
-from wfrl.config import SearchConfig
+from wfrl.config.run import SearchConfig
 from wfrl.errors import UserError
 
 # The search's base on the leaderboard's CybORG code: the ground truth's conditioned policies
@@ -20,7 +20,7 @@ VISIT_BUDGET = 30_000   # the default budget of a search that starts from a ship
 def base_mismatch(cfg: SearchConfig, ck: dict) -> str | None:
     """Why a conditioned policy cannot be this search's base (None: it can): it must have been
     trained on the same CybORG code, with the same λ, foothold rule and input blocks."""
-    from wfrl.checkpoint import net_from_checkpoint
+    from wfrl.evaluation.checkpoint import net_from_checkpoint
     from wfrl.envs.base import is_leaderboard
     theirs = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
     if not ck.get("any_workflow") and "base" not in ck:

@@ -31,14 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl import __version__
+from wfrl._version import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import ExhaustiveConfig, resolve_collector, with_older_runs_ppo
+from wfrl.config.run import ExhaustiveConfig, resolve_collector, with_older_runs_ppo
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import LearnerSteps, base_payload, evaluate_policy, pretrain, ppo_step
+from wfrl.training.steps import LearnerSteps, base_payload, evaluate_policy, pretrain, ppo_step
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
                          write_csv_atomic, write_json)
@@ -215,7 +215,7 @@ def stored_settings(out: Path, what: str) -> dict:
     return stored
 
 
-def _check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
+def check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
     """A table is only continued under the protocol it was started with."""
     stored = stored_settings(out, "an exhaustive.csv")
     stored.setdefault("protocol", "finetune")  # tables from before --protocol existed
@@ -237,7 +237,7 @@ def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
     csv_path = out / "exhaustive.csv"
     done = set()
     if csv_path.exists():
-        _check_same_protocol(cfg, out)
+        check_same_protocol(cfg, out)
         done = {r["Workflow_ID"] for r in load_exhaustive(csv_path)}
         progress(f"continuing {csv_path}: {len(done)} of 120 workflows done")
     else:

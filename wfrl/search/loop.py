@@ -33,28 +33,28 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl import __version__
+from wfrl._version import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import SearchConfig
-from wfrl.envs import EP_LEN, make_backend
+from wfrl.config.run import SearchConfig
+from wfrl.envs import make_backend
+from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import (BASE_POLICY, LOG_COLUMNS, LearnerSteps, base_payload,
-                           batch_compliance, behaviour_version, checkpoint_path, evaluate_policy,
-                           log_row, policy_payload, pretrain)
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, batch_compliance, behaviour_version, evaluate_policy, log_row, policy_payload, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, load_checkpoint, locked_dir,
-                         save_checkpoint, truncate_csv, write_csv_atomic, write_json)
+from wfrl.runlog import (BASE_POLICY, CsvLog, RunDir, TensorBoardLog, checkpoint_path, eta,
+                         load_checkpoint, locked_dir, save_checkpoint, truncate_csv,
+                         write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
-from wfrl.search.optimizer import SURE_LEVEL, WorkflowOptimizer
+from wfrl.search.report import (POSTERIOR_COLUMNS, describe_pick, format_table, posterior_rows,
+                                search_summary)
+from wfrl.search.optimizer import WorkflowOptimizer
 from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
                                load_state)
 from wfrl.workflow import Workflow
 
 # posterior.csv, written when a search ends: what the models say of each of the 120 workflows
-POSTERIOR_COLUMNS = ["Workflow", "Workflow_ID", "Posterior_Mean", "Posterior_SD", "P_Feasible",
-                     "Visits", "Tied_With_Best"]
 GP_COLUMNS = ["Iteration", "Workflow", "Workflow_ID", "UCB_Score", "Posterior_Mean",
               "Posterior_SD", "Beta", "Reward", "Reward_SE", "Final_Compliance",
               "Episodes_Trained", "GP_Updated", "Stop_Reason", "Inherited_From",
@@ -152,7 +152,7 @@ class WorkflowSearch:
 
     # ---------------------------------------------------------------- the search
     def run_search(self) -> dict:
-        cfg, state = self.cfg, self.state
+        state = self.state
         self._t0, self._wall_before = time.perf_counter(), float(state.wall_time)
         self._episodes_at_start = state.episodes_used
         self._open_collector(self._alignment_now())
@@ -526,7 +526,7 @@ class WorkflowSearch:
         """--visit-eval greedy: the visit's final policy, greedy, --gp-eval-episodes episodes
         against each red of cfg.eval_reds() (episode numbers reserved for this visit); reward and
         compliance are the means over the reds, the SE that of the mean."""
-        from wfrl.evaluate import play, summarise
+        from wfrl.evaluation.returns import play, summarise
         cfg = self.cfg
         self.steps.settle()   # a batch collected ahead never interleaves with these episodes
         first = episode_block(EVAL_EPISODE_BASE, iteration)
@@ -547,86 +547,15 @@ class WorkflowSearch:
                                                    for e in per_red.values()])), 4),
                 "n": sum(e["n"] for e in per_red.values()), "per_red": per_red}
 
-    # ---------------------------------------------------------------- step 5: close
-    def ranking(self, report) -> list[dict]:
-        """Workflows the optimizer vouches for (a visit reached θ and it still predicts them
-        feasible), best first by posterior mean, with their probability of being the best."""
-        post = self.opt.posterior()
-        mu, sd, pf = post.mean, post.sd, post.p_feasible
-        obs = self.opt.feasible_observations()
-        visits = self.opt.visits()
-        latest = {v.workflow: v for v in self.state.visits if v.gp_updated}  # latest compliant
-        out = []
-        for w in report.candidates:
-            v = latest[w]
-            rs = [o["reward"] for o in obs if o["workflow"] == w]
-            out.append({"_mu": float(mu[w]), "workflow": str(Workflow.from_index(w)),
-                        "workflow_id": w,
-                        "posterior_mean": round(float(mu[w]), 3),
-                        "posterior_sd": round(float(sd[w]), 3),
-                        "p_best": round(report.p_best.get(w, 0.0), 3),
-                        "p_feasible": round(float(pf[w]), 3),
-                        "reward": v.result.reward, "reward_se": v.result.se,
-                        "mean_observed_reward": round(float(np.mean(rs)), 3),
-                        "compliance": v.result.compliance, "visits": int(visits[w]),
-                        "episodes_trained": self.state.trained.get(w, 0)})
-        out.sort(key=lambda r: (-r["_mu"], r["workflow_id"]))
-        for r in out:
-            del r["_mu"]
-        return out
-
-    def _most_visited(self, visits) -> str | None:
-        """When one workflow took more than a third of the visits: the acquisition's numbers at
-        each of its visits, so a reader can judge whether they justified it."""
-        done = self.state.visits
-        if not visits.any() or visits.max() * 3 <= len(done):
-            return None
-        w = int(np.argmax(visits))
-        its = [v for v in done if v.workflow == w]
-        scores = ", ".join(f"{v.pick.score:.3f}" for v in its)
-        return (f"{Workflow.from_index(w).arrow()} took {len(its)} of {len(done)} "
-                f"visits; each time its acquisition score was the highest of the 120 "
-                f"(scores {scores}; per visit: gp_sampling_log.csv)")
-
     def _close(self) -> dict:
-        """summary.json, the plots and the final commit (finished); returns the summary."""
+        """summary.json, posterior.csv, the plots and the final commit (finished); returns the
+        summary."""
         cfg, state = self.cfg, self.state
         report = self.opt.report()
-        ranking = self.ranking(report)
-        best = ranking[0] if ranking else None
-        post = self.opt.posterior()
-        visits = self.opt.visits()
-        summary = {
-            "best_workflow": best["workflow"] if best else None,
-            "best_workflow_id": best["workflow_id"] if best else None,
-            "best_reward": best["reward"] if best else None,
-            "best_reward_se": best["reward_se"] if best else None,
-            "best_posterior_mean": best["posterior_mean"] if best else None,
-            "best_compliance": best["compliance"] if best else None,
-            "best_p_best": best["p_best"] if best else None,
-            "distinguishable": report.sentence,
-            "indistinguishable_from_best": len(report.indistinguishable),
-            "predicted_feasible": int(self.opt.predicted_feasible().sum()),
-            "at_theta": int(self.opt.at_theta().sum()),
-            "feasibility_relations": [r.words() for r in report.relations],
-            "acquisition": cfg.acquisition,
-            "most_visits_of_one_workflow": int(visits.max()) if visits.any() else 0,
-            "most_visited": self._most_visited(visits),
-            "episodes_used": state.episodes_used, "total_episodes": cfg.total_episodes,
-            "evaluation_episodes": state.eval_episodes,
-            "visits": len(state.visits), "gp_observations": len(self.opt.feasible_observations()),
-            "updates": state.updates, "wall_time_s": state.wall_time,
-            "gp_hyperparameters": self.opt.models()[0].hyperparameters(),
-            "feasibility_hyperparameters": self.opt.models()[1].hyperparameters(),
-            "top": ranking[:10],
-        }
+        summary = search_summary(cfg, state, self.opt, report)
         write_json(self.run / "summary.json", summary)
-        write_csv_atomic(self.run / "posterior.csv", POSTERIOR_COLUMNS, [
-            {"Workflow": str(Workflow.from_index(w)), "Workflow_ID": w,
-             "Posterior_Mean": round(float(post.mean[w]), 4),
-             "Posterior_SD": round(float(post.sd[w]), 4),
-             "P_Feasible": round(float(post.p_feasible[w]), 4), "Visits": int(visits[w]),
-             "Tied_With_Best": int(w in report.indistinguishable)} for w in range(120)])
+        write_csv_atomic(self.run / "posterior.csv", POSTERIOR_COLUMNS,
+                         posterior_rows(self.opt, report))
         from wfrl.search.plots import plot_run
         plot_run(self.run, self.opt, report)
         state.finished = True  # last: a kill before this commit leaves a resumable run
@@ -637,54 +566,12 @@ class WorkflowSearch:
         return summary
 
 
-def describe_pick(pick: Pick, cfg: SearchConfig) -> str:
-    """Why this workflow: the acquisition's numbers, in the order they combine."""
-    if cfg.acquisition == "random":
-        return "random pick among the unvisited"
-    if math.isnan(pick.mean):
-        return "initial design: the workflow farthest from all visited"
-    if cfg.acquisition == "original":
-        return f"original rule: UCB {pick.score:.2f} from mean {pick.mean:.2f}, sd {pick.sd:.2f}"
-    text = f"reward mean {pick.mean:.2f} ± {pick.sd:.2f}, UCB {pick.ucb:.2f} (β {pick.beta:.2f})"
-    if cfg.acquisition == "constrained":
-        text += f", P(feasible) {pick.p_feasible:.2f}, score {pick.score:.3f}"
-    return text
-
-
-def format_table(summary: dict, theta: float) -> str:
-    lines = [f"search done: {summary['visits']} visits, {summary['episodes_used']}/"
-             f"{summary['total_episodes']} episodes, {summary['wall_time_s']:.1f} s"]
-    rel = summary.get("feasibility_relations") or []
-    if rel:
-        lines.append(f"what decides feasibility (compliance ≥ θ = {theta}):")
-        lines += [f"  {r}" for r in rel]
-    line = f"predicted feasible: {summary.get('predicted_feasible', '?')} of 120 workflows"
-    if summary.get("at_theta"):
-        line += (f"; of the others, {summary['at_theta']} at θ (not {SURE_LEVEL:.0%} sure to "
-                 "fall short: another base might follow them)")
-    lines.append(line)
-    if not summary["top"]:
-        lines.append(f"no workflow reached compliance θ = {theta}; nothing to rank")
-        return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'workflow':50s} {'GP mean':>8} {'± sd':>6} {'P(best)':>7} "
-                 f"{'last reward':>12} {'compl.':>6} {'visits':>6} {'episodes':>8}")
-    for i, r in enumerate(summary["top"][:5], 1):
-        lines.append(f"{i:2d}  {r['workflow']:50s} {r['posterior_mean']:8.2f} "
-                     f"{r['posterior_sd']:6.2f} {r['p_best']:7.2f} "
-                     f"{r['reward']:7.2f}±{r['reward_se']:<4.2f} "
-                     f"{r['compliance']:6.3f} {r['visits']:6d} {r['episodes_trained']:8d}")
-    lines.append(summary["distinguishable"])
-    if summary.get("most_visited"):
-        lines.append(summary["most_visited"])
-    return "\n".join(lines)
-
-
 def search(cfg: SearchConfig, resume: bool = False, progress=None, note: str | None = None) -> dict:
     """Run (or, resume=True, continue) the search in cfg.out, holding the run directory's lock
     from before the first file is read until the end (one process per run directory). note:
     a line said once the run has started (where its visits start from: wfrl.search.bases)."""
     cfg = cfg.validate()
-    if cfg.base == "auto":   # (resolved by wfrl.train.train_run; a config built by hand pretrains)
+    if cfg.base == "auto":   # (resolved by wfrl.api.train_run; a config built by hand pretrains)
         cfg = dataclasses.replace(cfg, base="pretrain")
     if cfg.tensorboard:
         TensorBoardLog.check()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl.runlog import _atomic_write_bytes, read_csv
+from wfrl.runlog import atomic_write_bytes, read_csv
 from wfrl.workflow import Workflow
 
 
@@ -13,7 +13,7 @@ def _save(fig, path: Path) -> None:
     import io
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    _atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def plot_run(run: Path, opt, report) -> list[Path]:

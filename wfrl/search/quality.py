@@ -74,7 +74,7 @@ def run_searches(seeds, workdir, max_k: int = max(KS), cfg_overrides=None, progr
                  acquisitions=ACQUISITIONS):
     """One default search per seed and acquisition into workdir/<acquisition>/seed<N> (max_k
     evaluations each)."""
-    from wfrl.config import SearchConfig
+    from wfrl.config.run import SearchConfig
     from wfrl.search.loop import search
     workdir, seeds = Path(workdir), list(seeds)
     for acq in acquisitions:

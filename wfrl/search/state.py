@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from wfrl.config import SearchConfig, with_older_runs_ppo
+from wfrl.config.run import SearchConfig, with_older_runs_ppo
 from wfrl.errors import UserError
-from wfrl.runlog import _atomic_write_bytes
+from wfrl.runlog import atomic_write_bytes
 
 STATE_FILE = "search_state.pt"
 STATE_FORMAT = "wfrl/search-state"
@@ -160,7 +160,7 @@ def _write_state(path: Path, meta: str, learner_state: dict | None) -> None:
     buf = io.BytesIO()
     torch.save({"format": STATE_FORMAT, "format_version": STATE_VERSION,
                 "meta": meta, "learner": learner_state}, buf)
-    _atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _detached(obj):

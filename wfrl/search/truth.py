@@ -30,12 +30,13 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from wfrl import __version__
+from wfrl._version import __version__
 from wfrl.collect.base import make_collector
-from wfrl.envs import EP_LEN, make_backend
+from wfrl.envs import make_backend
+from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version, log_row,
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version, log_row,
                            pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
@@ -154,7 +155,7 @@ def train_conditioned(cfg, out: Path, progress):
     train_state.pt after an interruption). Returns its flat weights."""
     policy = out / "policy.pt"
     if policy.exists():
-        from wfrl.evaluate import weights_from_checkpoint
+        from wfrl.evaluation.checkpoint import weights_from_checkpoint
         return weights_from_checkpoint(load_checkpoint(policy))[0]
     state_path = out / "train_state.pt"
     learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed))
@@ -204,7 +205,7 @@ def train_conditioned(cfg, out: Path, progress):
 def evaluate_all(cfg, weights, out: Path, progress) -> None:
     """Every workflow × red of cfg.eval_reds: greedy, EP_LEN steps, cfg.eval_episodes reserved
     episodes; one fsynced row each in truth.csv (rows already there are kept)."""
-    from wfrl.evaluate import play, summarise
+    from wfrl.evaluation.returns import play, summarise
     path = out / "truth.csv"
     done = set()
     if path.exists():

@@ -27,8 +27,8 @@ Z95 = 1.959964
 
 
 def _returns(backend, policy, wf, episodes, seed):
-    from wfrl.envs import EP_LEN
-    from wfrl.evaluate import play
+    from wfrl.envs.base import EP_LEN
+    from wfrl.evaluation.returns import play
     weights, net, lam, foothold = policy
     stats = play(backend, weights, net, wf, lam, foothold, episodes, seed, greedy=True,
                  horizon=EP_LEN)
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args(argv)
-    from wfrl.cage2_eval import policy_of_checkpoint
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.envs import make_backend
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.search.truth import EVAL_SEED

@@ -76,8 +76,10 @@ def main(argv=None) -> int:
     p.add_argument("--total-episodes", default="60000")
     p.add_argument("--eval-episodes", type=int, default=500)
     a = p.parse_args(argv)
-    from wfrl.envs import EP_LEN, make_backend
-    from wfrl.evaluate import play, summarise, weights_from_checkpoint
+    from wfrl.envs import make_backend
+    from wfrl.envs.base import EP_LEN
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.evaluation.returns import play, summarise
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.runlog import load_checkpoint
     from wfrl.search.truth import EVAL_SEED

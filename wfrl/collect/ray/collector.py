@@ -39,8 +39,8 @@ import numpy as np
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, traj_fields
 from wfrl.collect.ray.address import connect_to_cluster
 from wfrl.collect.ray.common import RayClusterError, RayNodeLost, import_ray
-from wfrl.collect.ray.local import (LocalRay, _alive, _argv, _Guardian, _raylet_of_socket,
-                                    _SigtermAsExit, _start_time)
+from wfrl.collect.ray.local import (LocalRay, pid_alive, pid_argv, Guardian, raylet_of_socket,
+                                    SigtermAsExit, pid_start_time)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.errors import UserError
@@ -128,7 +128,7 @@ class RayCollector:
         self._closing = False              # abort(): a collect() elsewhere stops at its next slice
         self._node_lost = False
         self._watched: list[tuple[int, str | None]] = []   # (pid, start time) of the driver's node
-        self._guardian: _Guardian | None = None
+        self._guardian: Guardian | None = None
         self.actors: list = []
         self.generation: list[int] = []
         self.pids: list[int | None] = []   # actor process ids (None until a replacement reports)
@@ -142,14 +142,14 @@ class RayCollector:
             if ray.is_initialized():
                 pass                       # someone else's instance: use it, leave it running
             elif ray_address:
-                self._sigterm = _SigtermAsExit()
+                self._sigterm = SigtermAsExit()
                 self._connected = True
                 connect_to_cluster(ray, ray_address)
                 self._sigterm.install()
             else:
                 self.local = LocalRay()
             self._watched = self._local_node_processes()
-            self._guardian = _Guardian(self._watched,
+            self._guardian = Guardian(self._watched,
                                        self.local.temp_dir if self.local is not None else None,
                                        str(self._lost_error()))
             # One CPU per actor when the cluster has them free, else an equal share of what is
@@ -177,18 +177,18 @@ class RayCollector:
         import ray
         if self.local is not None:
             pids = [p for p in self.local.pids()
-                    if os.path.basename((_argv(p) or [""])[0]) in ("raylet", "gcs_server")]
+                    if os.path.basename((pid_argv(p) or [""])[0]) in ("raylet", "gcs_server")]
         else:
             node = ray._private.worker._global_node
             sock = getattr(node, "_raylet_socket_name", None) if node is not None else None
-            pid = _raylet_of_socket(sock) if sock else None
+            pid = raylet_of_socket(sock) if sock else None
             pids = [pid] if pid is not None else []
-        return [(p, _start_time(p)) for p in pids]
+        return [(p, pid_start_time(p)) for p in pids]
 
     def local_node_lost(self) -> bool:
         """Whether a watched process of the driver's node has died (sticky)."""
         if not self._node_lost:
-            self._node_lost = any(not _alive(p) or _start_time(p) != t for p, t in self._watched)
+            self._node_lost = any(not pid_alive(p) or pid_start_time(p) != t for p, t in self._watched)
         return self._node_lost
 
     def _lost_error(self) -> RayNodeLost:
@@ -274,7 +274,7 @@ class RayCollector:
         try:
             return self._collect(weights, version, workflow, first_episode, n_episodes)
         except SystemExit:
-            signum = _SigtermAsExit.received
+            signum = SigtermAsExit.received
             if signum is not None:      # our SIGTERM, rewritten to status 1 inside ray.wait
                 raise SystemExit(128 + signum) from None
             raise

@@ -63,7 +63,7 @@ def _auth_token() -> str:
     return _token
 
 
-def _cmdline(pid) -> str:
+def pid_cmdline(pid) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
@@ -83,7 +83,7 @@ def _environ(pid) -> bytes:
         return b""
 
 
-def _argv(pid) -> list[str]:
+def pid_argv(pid) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
@@ -91,19 +91,19 @@ def _argv(pid) -> list[str]:
         return []
 
 
-def _raylet_of_socket(socket_name: str) -> int | None:
+def raylet_of_socket(socket_name: str) -> int | None:
     """The pid of the raylet serving `socket_name` (its --raylet_socket_name), if this process
     can see it."""
     flag = f"--raylet_socket_name={socket_name}"
     for d in os.listdir("/proc"):
         if d.isdigit():
-            argv = _argv(d)
+            argv = pid_argv(d)
             if argv and os.path.basename(argv[0]) == "raylet" and flag in argv:
                 return int(d)
     return None
 
 
-def _parents() -> dict[int, int]:
+def parent_pids() -> dict[int, int]:
     out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -124,12 +124,12 @@ def _stat(pid) -> list[str]:
         return []
 
 
-def _alive(pid) -> bool:
+def pid_alive(pid) -> bool:
     st = _stat(pid)
     return bool(st) and st[0] != "Z"
 
 
-def _start_time(pid):
+def pid_start_time(pid):
     st = _stat(pid)
     return st[19] if st else None
 
@@ -137,14 +137,14 @@ def _start_time(pid):
 def _kill_same(procs) -> None:
     """SIGKILL each (pid, start time) still alive and still the same process."""
     for p, started in procs:
-        if _alive(p) and _start_time(p) == started:
+        if pid_alive(p) and pid_start_time(p) == started:
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-class _SigtermAsExit:
+class SigtermAsExit:
     """While Ray is up, SIGTERM raises SystemExit(128 + 15) in the driver (or runs the handler
     that was there before ray.init), so `finally` blocks close the collector; ray.init installs
     handlers of its own that exit with status 1 or 15 and are never removed. Ray turns a
@@ -159,13 +159,13 @@ class _SigtermAsExit:
             self.saved = signal.getsignal(signal.SIGTERM)
 
     def install(self):
-        _SigtermAsExit.received = None  # a new instance: an earlier run's SIGTERM is history
+        SigtermAsExit.received = None  # a new instance: an earlier run's SIGTERM is history
         previous = self.saved
         if previous is None:
             return
 
         def on_sigterm(signum, frame):
-            _SigtermAsExit.received = signum
+            SigtermAsExit.received = signum
             if callable(previous):
                 return previous(signum, frame)
             raise SystemExit(128 + signum)
@@ -202,7 +202,7 @@ class LocalRay:
                # /proc/PID/environ is read; this keeps it off the environment.
                "SPT_NOENV": "1"}
         self._saved_env = {k: os.environ.get(k) for k in list(env) + ["RAY_AUTH_TOKEN_PATH"]}
-        self._sigterm = _SigtermAsExit()
+        self._sigterm = SigtermAsExit()
         self._up = False
         os.environ.update(env)
         os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
@@ -227,20 +227,20 @@ class LocalRay:
         (gcs_server, raylet, monitors) or whose environment carries its marker (every process
         it started, also an agent that renamed itself and lost its raylet parent), and all their
         descendants (the workers)."""
-        parents = _parents()
+        parents = parent_pids()
         kids: dict[int, list[int]] = {}
         for pid, ppid in parents.items():
             kids.setdefault(ppid, []).append(pid)
         marker = f"\0{_MARKER}={self.temp_dir}\0".encode()
         roots = [p for p in parents if p != os.getpid()
-                 and (self.temp_dir in _cmdline(p) or marker in _environ(p))]
+                 and (self.temp_dir in pid_cmdline(p) or marker in _environ(p))]
         out, todo = set(), list(roots)
         while todo:
             p = todo.pop()
             if p not in out:
                 out.add(p)
                 todo.extend(kids.get(p, []))
-        return sorted(p for p in out if _alive(p))
+        return sorted(p for p in out if pid_alive(p))
 
     def shutdown(self, timeout: float = 10.0, kill_first: bool = False) -> None:
         """End the instance and every process it started; restore the environment; remove the
@@ -250,7 +250,7 @@ class LocalRay:
         if self._up:
             self._up = False
             import ray
-            procs = [(p, _start_time(p)) for p in self.pids()]
+            procs = [(p, pid_start_time(p)) for p in self.pids()]
             if kill_first:
                 _kill_same(procs)
             try:
@@ -259,7 +259,7 @@ class LocalRay:
                 # Whatever outlived the shutdown is killed, by pid (checked to be the same
                 # process: same start time).
                 deadline = time.time() + timeout
-                while any(_alive(p) for p, _ in procs) and time.time() < deadline:
+                while any(pid_alive(p) for p, _ in procs) and time.time() < deadline:
                     time.sleep(0.05)
                 # Then kill what is left, scanning again (not only the snapshot: a process the
                 # dying instance was starting, e.g. the raylet's runtime-env agent, is not in
@@ -267,7 +267,7 @@ class LocalRay:
                 # killed is not waited for.
                 rescan_deadline = time.time() + max(1.0, timeout / 2)
                 while time.time() < rescan_deadline:
-                    left = [(p, _start_time(p)) for p in self.pids()]
+                    left = [(p, pid_start_time(p)) for p in self.pids()]
                     if not left:
                         break
                     _kill_same(left)
@@ -375,7 +375,7 @@ if lost:
 """
 
 
-class _Guardian:
+class Guardian:
     """The driver's side of the guardian (see _GUARDIAN)."""
 
     def __init__(self, watch, temp_dir: str | None, message: str):

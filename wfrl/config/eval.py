@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from wfrl.config import (BACKEND_METAVAR, Settings, _backend, _red_agent,
-                         _workflow, flag_name, positive, seed_range, setting)
+from wfrl.config.fields import (BACKEND_METAVAR, Settings, known_backend, known_red_agent,
+                                known_workflow, flag_name, positive, seed_range, setting)
 from wfrl.errors import UserError, check_choice
 
+# --plan-red names beside the red agents: a mixture of the three reds, or the red the evaluation
+# plays (wfrl.evaluation.planner)
+PLAN_REDS = ("mixture", "known")
+
+
 def _plan_red(name, value):
-    from wfrl.plan import PLAN_REDS
     from wfrl.envs.base import RED_AGENTS
     check_choice("plan red", value, PLAN_REDS + RED_AGENTS)
 
@@ -32,10 +36,10 @@ def _plan_time(name, value):
 
 @dataclass
 class PlanSettings(Settings):
-    """Decision-time search (wfrl.plan): the budget of every decision."""
+    """Decision-time search (wfrl.evaluation.planner): the budget of every decision."""
     plan: bool = False
     """Improve the greedy policy by decision-time search: a particle belief over the simulator's
-    state and paired rollouts of the policy's top candidates (wfrl.plan)."""
+    state and paired rollouts of the policy's top candidates (wfrl.evaluation.planner)."""
     plan_particles: int = setting(1000, check=_plan_limit("particles", 1))
     """Particles of the belief."""
     plan_candidates: int = setting(4, check=_plan_limit("candidates", 1))
@@ -58,26 +62,22 @@ class PlanSettings(Settings):
     """When the greedy action is a fix, the rollouts of the other candidates never take it (they
     weigh fixing now against not fixing for the rollout's depth, rather than fixing a step later)."""
 
-    def plan_budget(self):
-        from wfrl.plan import PlanBudget
-        return PlanBudget.from_settings(self)
-
 
 @dataclass
 class EvalConfig(PlanSettings):
     """Evaluating a checkpoint (`wfrl eval`)."""
     checkpoint: str | None = None
     """Checkpoint file, or pretrained:NAME for a policy shipped with wfrl."""
-    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend to evaluate on."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent,
+    red_agent: str = setting("B_lineAgent", check=known_red_agent,
                              metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
     """Red attacker."""
     episodes: int = setting(100, check=positive)
     """Episodes per policy mode (greedy and sampling)."""
     seed: int = setting(12345, check=seed_range)
     """Seed of the evaluation episodes."""
-    workflow: str | None = setting(None, check=_workflow)
+    workflow: str | None = setting(None, check=known_workflow)
     """Condition on this workflow instead of the checkpoint's."""
 
     def _check_together(self) -> None:
@@ -94,7 +94,7 @@ class Cage2EvalConfig(PlanSettings):
     """The policy that plays B_lineAgent (default: --checkpoint)."""
     checkpoint_meander: str | None = None
     """The policy that plays RedMeanderAgent (default: --checkpoint)."""
-    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
     episodes: int = setting(1000, check=positive)
     """Episodes per setting (episode length × red)."""
@@ -104,7 +104,7 @@ class Cage2EvalConfig(PlanSettings):
     """Evaluation processes (default: 2 on cyborg, 1 on sim)."""
     sampling: bool = False
     """Sample actions instead of taking the greedy (argmax) action."""
-    workflow: str | None = setting(None, check=_workflow)
+    workflow: str | None = setting(None, check=known_workflow)
     """Condition on this workflow instead of the checkpoint's (with --agent: the workflow its
     fixes' compliance is measured under; none by default)."""
     agent: str | None = setting(None, metavar="MODULE:FACTORY")

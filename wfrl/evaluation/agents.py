@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl.attribution import ActionRecorder, CostRecorder
+from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
 from wfrl.errors import UserError
 
 ACTION_SPACE = 145
@@ -271,8 +271,8 @@ class _Worker:
 def run_tasks(spec, tasks, n_workers, describe, action_timeout, episode_timeout, done,
               output=None):
     """Play tasks [(k, (k, backend, red, steps, seed, first, n, workflow[, attribute[, actions]])),
-    …] (attribute: each result also carries the episodes' cost vectors, wfrl.attribution;
-    actions: their actions, as wfrl.cage2_eval._run_task's results) on n_workers
+    …] (attribute: each result also carries the episodes' cost vectors, wfrl.evaluation.attribution;
+    actions: their actions, as wfrl.evaluation.cage2.run_task's results) on n_workers
     agent processes; done(task index, result) for each finished one, in completion order.
     describe(k) names setting k. What the agents print goes to `output` (a file) or, prefixed
     with the worker, to stderr, never blocking them (wfrl.collect.output). Raises AgentFailed on
@@ -345,7 +345,7 @@ class CheckpointAgent:
 
     def __init__(self, checkpoint: str, workflow: str | None = None, leaderboard: bool = False):
         from wfrl._core import Actor
-        from wfrl.checkpoint import policy_of_checkpoint
+        from wfrl.evaluation.checkpoint import policy_of_checkpoint
         from wfrl.collect.rollout import make_policy
         from wfrl.workflow import N_HOSTS, Workflow
         weights, net, self.workflow, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
@@ -395,7 +395,7 @@ class WorkflowFollower:
         self.memory = MemoryTracker()
 
     def get_action(self, observation, action_space=ACTION_SPACE):
-        from wfrl.features import DECOY_USEFUL, RESTORE_FIRST, _open_decoys, decoy_action
+        from wfrl.features import DECOY_USEFUL, RESTORE_FIRST, open_decoys, decoy_action
         obs = np.asarray(observation).reshape(-1)
         mem = self.memory
         mem.update(obs)
@@ -404,7 +404,7 @@ class WorkflowFollower:
         if action is None:
             action = 0
             for h in ([mem.last_scan] if mem.last_scan >= 0 else []) + self._order:
-                open_ = int(_open_decoys(DECOY_USEFUL[h], mem.decoys[h]))
+                open_ = int(open_decoys(DECOY_USEFUL[h], mem.decoys[h]))
                 if open_:
                     action = decoy_action((open_ & -open_).bit_length() - 1, h)
                     break
@@ -413,5 +413,5 @@ class WorkflowFollower:
 
 
 def follower(workflow: str = "critical_first") -> WorkflowFollower:
-    """`--agent wfrl.agents:follower`: the WorkflowFollower of the evaluation's --workflow."""
+    """`--agent wfrl.evaluation.agents:follower`: the WorkflowFollower of the evaluation's --workflow."""
     return WorkflowFollower(workflow)

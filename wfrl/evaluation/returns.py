@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.checkpoint import (net_from_checkpoint, policy_of_checkpoint,  # noqa: F401
-                             weights_from_checkpoint)
+from wfrl.evaluation.checkpoint import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy, run_episodes
-from wfrl.config_eval import EvalConfig
-from wfrl.envs import EP_LEN, make_backend
+from wfrl.config.eval import EvalConfig
+from wfrl.envs import make_backend
+from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
 
 
@@ -25,10 +25,10 @@ def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: 
                    rollout_checkpoint: str | None = None) -> tuple[list, object]:
     """EpisodeStats of global episodes `episodes` played by the greedy policy improved by
     decision-time search on `backend` (named backend_name, whose CybORG code the particles play
-    by; budget: a wfrl.plan.PlanBudget; red: the particles' red kinds), and the search's own
-    statistics (a wfrl.plan.PlanStats); observer as in wfrl.collect.rollout.run_episodes;
-    rollout_checkpoint as in wfrl.plan.PlanningPolicy."""
-    from wfrl.plan import PlanningPolicy, PlanStats, play_planned
+    by; budget: a wfrl.evaluation.planner.PlanBudget; red: the particles' red kinds), and the search's own
+    statistics (a wfrl.evaluation.planner.PlanStats); observer as in wfrl.collect.rollout.run_episodes;
+    rollout_checkpoint as in wfrl.evaluation.planner.PlanningPolicy."""
+    from wfrl.evaluation.planner import PlanningPolicy, PlanStats, play_planned
     policy = make_policy(weights, net, wf, lam, foothold, greedy=True)
     planning = PlanningPolicy(backend=backend_name, budget=budget, red=red, policy=policy,
                               rollout_checkpoint=rollout_checkpoint)
@@ -58,9 +58,10 @@ def evaluate(cfg: EvalConfig) -> dict:
         out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
         for mode in ("greedy", "plan" if cfg.plan else "sampling"):
             if mode == "plan":
+                from wfrl.evaluation.planner import PlanBudget
                 stats, search = play_with_plan(cfg.backend, backend, weights, net, wf, lam,
                                                foothold, range(cfg.episodes), cfg.seed,
-                                               cfg.plan_budget(), cfg.plan_red)
+                                               PlanBudget.from_settings(cfg), cfg.plan_red)
                 out[mode] = {**summarise(stats), "search": search.summary()}
                 continue
             out[mode] = summarise(play(backend, weights, net, wf, lam, foothold, range(cfg.episodes),

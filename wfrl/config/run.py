@@ -1,215 +1,17 @@
-"""Every run configuration of wfrl, and the one place where a setting is declared.
-
-A setting is a dataclass field: its type, its default, the check its values must pass
-(`setting(..., check=...)`) and, as the attribute docstring under it, its help. The command line
-(wfrl.cli) generates its flags, defaults and help from these fields, and `validate()` applies the
-declared checks without changing the config. Nothing here imports torch, so `wfrl --help` and
-argument errors stay fast.
-"""
+"""The settings of the runs: the learner (PPOConfig and its presets), one workflow's training
+(TrainConfig), the workflow search (SearchConfig) and the exhaustive ground truth
+(ExhaustiveConfig). Declared with wfrl.config.fields; nothing here imports torch."""
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
-import inspect
-import math
-import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
+                                Settings, known_backend, known_collector, known_red_agent,
+                                known_workflow, non_negative, one_of, open_unit_interval,
+                                positive, red_list, ray_address, seed_range, setting,
+                                unit_interval)
 from wfrl.errors import UserError, check_choice
-
-# ---------------------------------------------------------------------------------------------
-# Declaring and checking settings
-
-
-def field_names(cls, exclude=("ppo",)) -> list[str]:
-    """The settings of a config class as its command's flags name them (nested PPO aside)."""
-    return [f.name for f in dataclasses.fields(cls) if f.name not in exclude]
-
-
-def flag_name(name: str) -> str:
-    """The command-line flag of a setting: seed -> --seed, alignment_lambda -> --alignment-lambda."""
-    return "--" + name.replace("_", "-")
-
-
-def positive(name: str, value) -> None:
-    if value <= 0:
-        raise UserError(f"{flag_name(name)} must be positive (got {value})")
-
-
-def non_negative(name: str, value) -> None:
-    if value < 0:
-        raise UserError(f"{flag_name(name)} must be non-negative (got {value})")
-
-
-def unit_interval(name: str, value) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise UserError(f"{flag_name(name)} must lie in [0, 1] (got {value})")
-
-
-def open_unit_interval(name: str, value) -> None:
-    if not 0.0 < value < 1.0:
-        raise UserError(f"{flag_name(name)} must lie in (0, 1) (got {value})")
-
-
-SEED_LIMIT = 2 ** 63
-
-
-def seed_range(name: str, value) -> None:
-    """Seeds feed numpy's SeedSequence and 64-bit C generators: whole numbers in [0, 2^63)."""
-    if not 0 <= value < SEED_LIMIT:
-        raise UserError(f"{flag_name(name)} must be a whole number in [0, 2^63) (got {value})")
-
-
-def one_of(*choices: str, what: str | None = None):
-    def check(name: str, value) -> None:
-        check_choice(what or name.replace("_", " "), value, choices)
-    check.choices = choices
-    return check
-
-
-def _backend(name, value):
-    from wfrl.envs.base import check_backend
-    check_backend(value)
-
-
-BACKEND_METAVAR = "sim|cyborg[:leaderboard]"
-
-
-def _red_agent(name, value):
-    from wfrl.envs.base import check_red_agent
-    check_red_agent(value)
-
-
-def _red_list(name, value):
-    from wfrl.envs.base import check_red_agent
-    reds = [r.strip() for r in str(value).split(",")]
-    if not reds or len(set(reds)) != len(reds):
-        raise UserError(f"{flag_name(name)}: a comma-separated list of distinct reds, got {value!r}")
-    for r in reds:
-        check_red_agent(r, allow_mixed=False)
-
-def _ray_address(name, value):
-    if value is None:
-        return
-    from wfrl.collect.ray.address import check_ray_address   # imports neither ray nor torch
-    try:
-        check_ray_address(value)
-    except ValueError as exc:
-        raise UserError(f"{flag_name(name)}: {exc}") from None
-
-
-def _collector(name, value):
-    from wfrl.collect.base import check_collector
-    if value != AUTO_COLLECTOR:
-        check_collector(value)
-
-
-def _workflow(name, value):
-    from wfrl.workflow import Workflow
-    Workflow.parse(value)
-
-
-def setting(default=dataclasses.MISSING, *, check=None, metavar=None, factory=None):
-    """A config field: its default, the check every value must pass and the flag's metavar.
-    The help text is the attribute docstring written under the field."""
-    meta = {"check": check, "metavar": metavar}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@functools.lru_cache(maxsize=None)
-def field_docs(cls) -> dict[str, str]:
-    """{field name: its attribute docstring, whitespace-normalised} from the source of the class
-    and of the config classes it inherits fields from."""
-    out = {}
-    for klass in reversed(cls.__mro__):
-        if not dataclasses.is_dataclass(klass):
-            continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        body = tree.body[0].body
-        for node, nxt in zip(body, body[1:]):
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
-                    and isinstance(nxt.value.value, str):
-                out[node.target.id] = " ".join(nxt.value.value.split())
-    return out
-
-
-def field_kind(f: dataclasses.Field) -> tuple[str, bool]:
-    """(base type name, optional) of a field from its annotation: ('int', False), ('float', True)…"""
-    text = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    parts = [p.strip() for p in text.split("|")]
-    optional = "None" in parts
-    base = [p for p in parts if p != "None"]
-    return (base[0] if base else "None"), optional
-
-
-def _check_fields(cfg) -> None:
-    """Types and declared checks of every field (nested configs too); changes nothing."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        kind, optional = field_kind(f)
-        if value is None:
-            if optional:
-                continue
-            raise UserError(f"{flag_name(f.name)} needs a value")
-        if dataclasses.is_dataclass(value):
-            _check_fields(value)
-            continue
-        if kind == "bool":
-            ok = isinstance(value, bool)
-        elif kind == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind == "float":
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if ok and not math.isfinite(value):
-                raise UserError(f"{flag_name(f.name)} must be a finite number (got {value})")
-        elif kind == "str":
-            ok = isinstance(value, str)
-        else:
-            ok = True
-        if not ok:
-            raise UserError(f"{flag_name(f.name)} must be {kind} (got {value!r})")
-        check = f.metadata.get("check")
-        if check is not None:
-            check(f.name, value)
-
-
-class Settings:
-    """Behaviour every config shares: validate() checks and returns the config unchanged;
-    to_dict() / from_dict() for experiment_config.json."""
-
-    def validate(self):
-        _check_fields(self)
-        self._check_together()
-        return self
-
-    def _check_together(self) -> None:
-        """Checks that involve more than one field (none by default)."""
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict, where: str = "the run's experiment_config.json"):
-        if not isinstance(d, dict):
-            raise UserError(f"{where} is not a JSON object")
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise UserError(f"unknown setting {unknown[0]!r} in {where}")
-        kw = dict(d)
-        for name, f in names.items():
-            sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
-            if name in kw and isinstance(sub, type) and issubclass(sub, Settings):
-                kw[name] = sub.from_dict(kw[name] or {}, where)
-        try:
-            return cls(**kw)
-        except TypeError as exc:
-            raise UserError(f"bad settings in {where}: {exc}") from None
-
 
 # ---------------------------------------------------------------------------------------------
 # The learner
@@ -323,7 +125,6 @@ def preset_settings(name: str) -> tuple[dict, dict]:
 # ---------------------------------------------------------------------------------------------
 # Runs
 
-AUTO_COLLECTOR = "auto"
 ACQUISITIONS = ("constrained", "ucb", "random", "original")
 INHERIT = ("base", "closest", "scratch")
 VISIT_EVALS = ("greedy", "training")
@@ -342,20 +143,18 @@ def best_collector() -> str:
     return "async" if (os.cpu_count() or 1) >= 2 else "sequential"
 
 
-RED_METAVAR = "B_lineAgent|RedMeanderAgent|SleepAgent|mixed"
-COLLECTOR_METAVAR = "sequential|sync|async|ray|auto"
 
 
 @dataclass
 class _RunSettings(Settings):
     """Settings a single-workflow run and a search share, with the same defaults."""
-    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend: sim (compiled CAGE2) or cyborg (real CybORG); with :leaderboard
     (sim:leaderboard, cyborg:leaderboard), played by the CybORG code the CAGE2 final leaderboard
     was scored on (docs/evaluation.md, "The leaderboard's CybORG")."""
     n_workers: int = setting(2, check=positive)
     """Worker processes / actors of the parallel collectors."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
+    red_agent: str = setting("B_lineAgent", check=known_red_agent, metavar=RED_METAVAR)
     """Red attacker (mixed: each episode B_line or Meander)."""
     alignment_lambda: float = setting(30.0, check=non_negative)
     """λ: weight of the compliance alignment reward."""
@@ -370,7 +169,7 @@ class _RunSettings(Settings):
     tensorboard: str | None = setting(None, metavar="DIR")
     """Also write the training curves as TensorBoard event files to DIR (`tensorboard --logdir
     DIR`; needs the tensorboard package, the [tensorboard] extra)."""
-    ray_address: str | None = setting(None, check=_ray_address, metavar="HOST:PORT")
+    ray_address: str | None = setting(None, check=ray_address, metavar="HOST:PORT")
     """Ray cluster (HOST:PORT) to join with --collector ray (default: a private local instance)."""
     overlap: bool = True
     """Collect the next batch while the learner updates on this one (with the weights from
@@ -388,9 +187,9 @@ class _RunSettings(Settings):
 @dataclass
 class TrainConfig(_RunSettings):
     """Training one workflow (`wfrl train --workflow W`)."""
-    workflow: str = setting("balanced", check=_workflow)
+    workflow: str = setting("balanced", check=known_workflow)
     """Priority order of the unit types (comma or arrow separated) or a canonical name."""
-    collector: str = setting("sequential", check=_collector, metavar=COLLECTOR_METAVAR)
+    collector: str = setting("sequential", check=known_collector, metavar=COLLECTOR_METAVAR)
     """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
     total_episodes: int = setting(1000, check=positive)
     """Episode budget of the run."""
@@ -428,9 +227,9 @@ class TrainConfig(_RunSettings):
 @dataclass
 class SearchConfig(_RunSettings):
     """A GP-UCB workflow search (`wfrl train` without --workflow)."""
-    collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
+    collector: str = setting(AUTO_COLLECTOR, check=known_collector, metavar=COLLECTOR_METAVAR)
     """How experience is collected (auto = async with ≥ 2 cores, else sequential)."""
-    red_agent: str = setting("mixed", check=_red_agent, metavar=RED_METAVAR)
+    red_agent: str = setting("mixed", check=known_red_agent, metavar=RED_METAVAR)
     """Red attacker of training (mixed: each episode B_line or Meander); the visits are measured
     against each red it stands for (--visit-eval greedy)."""
     total_episodes: int = setting(75_000, check=positive)
@@ -520,7 +319,7 @@ class SearchConfig(_RunSettings):
 @dataclass
 class ExhaustiveConfig(Settings):
     """Every workflow trained and evaluated under one protocol (`wfrl exhaustive`)."""
-    red_agent: str | None = setting(None, check=_red_agent,
+    red_agent: str | None = setting(None, check=known_red_agent,
                                     metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
     """Red attacker of training (default: mixed with --protocol recipe, else B_lineAgent)."""
     protocol: str = setting("finetune", check=one_of(*PROTOCOLS), metavar="|".join(PROTOCOLS))
@@ -532,7 +331,7 @@ class ExhaustiveConfig(Settings):
     """finetune: episodes of the pretraining that gives the base (0: from scratch; default
     10000); conditioned: training episodes of the conditioned policy (default 40000); recipe:
     the same (default 60000)."""
-    eval_reds: str | None = setting(None, check=_red_list, metavar="RED[,RED]")
+    eval_reds: str | None = setting(None, check=red_list, metavar="RED[,RED]")
     """recipe: the red attackers every workflow is evaluated against, comma separated (default
     B_lineAgent,RedMeanderAgent)."""
     episodes_per_workflow: int = setting(1000, check=positive)
@@ -544,9 +343,9 @@ class ExhaustiveConfig(Settings):
     200 otherwise)."""
     alignment_lambda: float = setting(30.0, check=non_negative)
     """λ: weight of the compliance alignment reward."""
-    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
-    collector: str = setting("sequential", check=_collector,
+    collector: str = setting("sequential", check=known_collector,
                              metavar="sequential|sync|async|ray|auto")
     """How experience is collected."""
     n_workers: int = setting(2, check=positive)
@@ -592,75 +391,3 @@ DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000, "recipe": 60_000}
 # The single-workflow recipe's schedule (README: the shipped policy's command), which
 # `wfrl exhaustive --protocol recipe` trains its conditioned policy with unless flags say otherwise.
 RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": False}
-
-
-# The settings of `wfrl eval` (and the planner's): wfrl/config_eval.py; of `wfrl parity` and
-# `wfrl bench`: wfrl/config_tools.py.
-
-
-# -- settings files: `--config FILE` on every command -------------------------------------------
-
-# keys of a run directory's experiment_config.json that describe the run, not a setting to repeat
-# (where it was written, its version, its resolved workflow); `out` and `force` are left out so a
-# run reproduced from its directory goes to a new place instead of onto the old run
-RUN_RECORD_ONLY = ("mode", "wfrl_version", "workflow_order", "workflow_id", "out", "force")
-
-
-def is_run_record(path) -> bool:
-    """Whether a --config path names a run's saved settings (a directory, or its JSON) rather than
-    a TOML file."""
-    from pathlib import Path
-    p = Path(path)
-    return p.is_dir() or p.suffix == ".json"
-
-
-def load_settings_file(path) -> tuple[dict, str]:
-    """The settings in `path`: a TOML file (`episodes = 500`, `backend = "sim"`, keys as the
-    flags without dashes, `-` or `_`; a [ppo] table is read like top-level keys), or a run
-    directory / its experiment_config.json (the settings the run was started with). Returns
-    ({name: value}, what to call the source in errors). Unreadable or malformed: UserError."""
-    import json
-    from pathlib import Path
-    p = Path(path)
-    run_record = is_run_record(p)
-    if p.is_dir():
-        p = p / "experiment_config.json"
-    where = f"--config {p}"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{where}: cannot be read ({exc.__class__.__name__})") from None
-    if run_record:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc})") from None
-    else:
-        import tomllib
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise UserError(f"{where}: not valid TOML ({exc})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a table of settings")
-    flat = {}
-    for key, value in data.items():
-        if run_record and key in RUN_RECORD_ONLY:
-            continue
-        if isinstance(value, dict) and key == "ppo":
-            items = value.items()
-        else:
-            items = [(key, value)]
-        for k, v in items:
-            if v is None and run_record:
-                continue   # a setting the run left at its default
-            if isinstance(v, (dict, list)):
-                raise UserError(f"{where}: {k!r} must be a single value, got a "
-                                f"{'table' if isinstance(v, dict) else 'list'}")
-            name = str(k).replace("-", "_")
-            if name in flat:
-                raise UserError(f"{where}: {name!r} is given twice")
-            flat[name] = v
-    return flat, where

@@ -3,7 +3,7 @@ beyond the protocol's 1,000: the screen for rare catastrophic episodes that
 `scripts/select_checkpoint.py` runs before a policy is shipped."""
 import numpy as np
 
-import wfrl.cage2_eval as ce
+import wfrl.evaluation.cage2 as ce
 
 
 def first_episode(red: str, steps: int) -> int:
@@ -18,6 +18,6 @@ def returns(ckpt, red: str, steps: int, n: int, seed: int = 153, backend: str = 
     under `seed`, as `wfrl eval --cage2 --seed` numbers them); backend sim or sim:leaderboard."""
     policy = ce.policy_of_checkpoint(ckpt)
     base = first_episode(red, steps)
-    out = [ce._run_task(ce._Task(backend, red, steps, *policy, seed, base + f, min(1000, n - f),
+    out = [ce.run_task(ce.EpisodeTask(backend, red, steps, *policy, seed, base + f, min(1000, n - f),
                                  True))[0] for f in range(0, n, 1000)]
     return np.concatenate(out)

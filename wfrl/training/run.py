@@ -1,29 +1,24 @@
 """Training on one fixed workflow: setup → collect → advantages → PPO epochs → log, until the
-episode budget is spent or compliance reaches the threshold.
-
-The module itself is callable: `wfrl.train(**settings)` is `python -m wfrl train` from Python
-(train_api below: the same settings, presets, defaults and thread rule; a search without
-`workflow`), returning {"run_dir", "checkpoint", "summary"}; train(TrainConfig) below is the
-single-workflow loop those settings end in."""
+episode budget is spent or compliance reaches the threshold. train(TrainConfig) is the loop that
+`wfrl train --workflow W` and wfrl.train(workflow=W) end in (wfrl.api turns their settings into
+the config)."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import sys
 import time
-import types
 from pathlib import Path
 
 import numpy as np
 
-from wfrl import __version__
+from wfrl._version import __version__
 from wfrl.collect.base import make_collector
 from wfrl.collect.resources import check_workers_fit
-from wfrl.config import TrainConfig, field_names, flag_name
-from wfrl.envs import EP_LEN, make_backend
+from wfrl.config.run import TrainConfig
+from wfrl.envs import make_backend
+from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
-from wfrl.protocol import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
                            policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, read_csv,
@@ -57,7 +52,7 @@ class BestKeeper:
                           or (episodes >= total and total >= k))  # and at the end of the run
 
     def evaluate(self, learner, episodes: int, update: int, payload: dict) -> dict:
-        from wfrl.evaluate import play, summarise
+        from wfrl.evaluation.returns import play, summarise
         cfg = self.cfg
         eps = range(SELECT_EPISODE_BASE, SELECT_EPISODE_BASE + cfg.eval_episodes)
         s = summarise(play(self.backend, learner.flat_weights(), self.net, self.wf,
@@ -127,7 +122,7 @@ def initial_weights(cfg: TrainConfig) -> dict | None:
     is missing or damaged or its network is not the run's."""
     if cfg.init_from is None:
         return None
-    from wfrl.evaluate import net_from_checkpoint, weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import net_from_checkpoint, weights_from_checkpoint
     from wfrl.runlog import load_checkpoint
     ck = load_checkpoint(cfg.init_from)
     theirs, ours = net_from_checkpoint(ck), cfg.ppo.net()
@@ -294,164 +289,3 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
     progress(f"done: {episodes} episodes in {wall:.1f} s ({stop}); final reward {env_r:.2f}, "
              f"compliance {compliance:.3f}; records in {run.path}")
     return summary
-
-
-# ------------------------------------------------------------------ the command, from Python
-# may change on --resume (how the run is collected and watched, not what it computes)
-RUNTIME_ONLY = ("collector", "n_workers", "ray_address", "tensorboard")
-
-
-def train_setting_names() -> list[str]:
-    """Every setting `wfrl train` takes (its flags without the dashes): the run's, PPO's,
-    workflow, resume and ppo_preset."""
-    from wfrl.config import PPOConfig, SearchConfig, TrainConfig
-    return list(dict.fromkeys(field_names(SearchConfig) + field_names(TrainConfig)
-                              + field_names(PPOConfig)
-                              + ["workflow", "resume", "ppo_preset"]))
-
-
-def train_run(settings: dict) -> dict:
-    """`wfrl train` with these settings (flag names without dashes, the values the flags take):
-    the single-workflow run with `workflow`, else the search (`resume`: continue that search's
-    directory), with the command's presets and defaults. Returns the run's summary. The one
-    function behind the command and wfrl.train()."""
-    from wfrl.config import (DEFAULT_PRESET, PPOConfig, SearchConfig, TrainConfig,
-                             preset_settings)
-    unknown = [k for k in settings if k not in train_setting_names()]
-    if unknown:
-        raise UserError(f"wfrl train has no setting {unknown[0]!r} ({flag_name(unknown[0])})")
-    settings = {k: v for k, v in settings.items() if v is not None}
-    if settings.get("tensorboard"):
-        TensorBoardLog.check()     # a missing package is said before any file is written
-    preset, resume = settings.pop("ppo_preset", None), settings.pop("resume", None)
-    workflow = settings.get("workflow")
-    search_names, train_names = field_names(SearchConfig), field_names(TrainConfig)
-    given = {k: v for k, v in settings.items() if k in search_names or k in train_names}
-    ppo_given = {k: v for k, v in settings.items() if k in field_names(PPOConfig)}
-    if resume is not None:
-        if preset is not None:
-            raise UserError("--resume continues with the run's stored settings; --ppo-preset "
-                            "cannot be changed")
-        fixed = [k for k in list(given) + list(ppo_given) if k not in RUNTIME_ONLY]
-        if fixed:
-            raise UserError(f"--resume continues with the run's stored settings; {flag_name(fixed[0])}"
-                            f" cannot be changed (only {', '.join(map(flag_name, RUNTIME_ONLY))})")
-        runtime = {k: given[k] for k in RUNTIME_ONLY if k in given}
-        single = single_run_config(resume, runtime)
-        if single is not None:
-            return train(single, resume=True)
-        from wfrl.search.loop import search
-        from wfrl.search.state import resume_config
-        return search(resume_config(resume, runtime), resume=True)
-    run_preset, ppo_preset = preset_settings(preset or DEFAULT_PRESET)
-    ppo = PPOConfig(**{**ppo_preset, **ppo_given})
-    if workflow is not None:
-        bad = [k for k in given if k not in train_names]
-        if bad:
-            raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
-                            "with --workflow")
-        cfg = TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
-        return train(cfg)
-    bad = [k for k in given if k not in search_names]
-    if bad:
-        raise UserError(f"{flag_name(bad[0])} applies to single-workflow training (--workflow)")
-    if (preset or DEFAULT_PRESET) == "recipe":
-        # the search's base is trained like the ground truth's conditioned policy: the schedules
-        # run over the pretraining, no first-fix bonus (unless flags say otherwise)
-        from wfrl.config import RECIPE_SCHEDULE
-        ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
-    cfg = SearchConfig(**given, ppo=ppo).validate()   # bad input refused before torch loads
-    from wfrl.search.bases import search_defaults
-    from wfrl.search.loop import search
-    fill, note = search_defaults(cfg.backend, given, cfg)
-    if fill:
-        cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
-    return search(cfg, note=note)
-
-
-def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:
-    """The stored settings of the single-workflow run in run_dir (with runtime-only overrides),
-    or None when run_dir is not one (a search, or no run: the search's resume says which)."""
-    import json
-    path = Path(run_dir) / "experiment_config.json"
-    try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(d, dict) or d.get("mode") == "search" or not d.get("workflow"):
-        return None
-    d = {k: v for k, v in d.items() if k not in ("wfrl_version", "workflow_order", "workflow_id")}
-    d.update(out=os.fspath(run_dir), **overrides)
-    return TrainConfig.from_dict(d, f"{path}")
-
-
-def train_api(settings: dict) -> dict:
-    """wfrl.train(): train_run under the command's thread rule (OMP_NUM_THREADS=1 unless set,
-    for this process's pools while it runs and for the workers it starts, restored after), and
-    where the run's policy is: {"run_dir", "checkpoint", "summary"}. config=FILE: the settings
-    of a TOML file or a run directory, as `--config FILE`; the other keywords win."""
-    if settings.get("config") is not None:
-        from wfrl.config import load_settings_file
-        from_file, _ = load_settings_file(settings["config"])
-        settings = {**from_file, **{k: v for k, v in settings.items() if k != "config"}}
-    settings = {k: v for k, v in settings.items() if k != "config"}
-    try:
-        import torch  # noqa: F401  (the [train] extra: said here in one line, not deep inside)
-    except ModuleNotFoundError as exc:
-        from wfrl.errors import missing_extra
-        raise missing_extra(exc, "wfrl.train()") from None
-    with command_threads():
-        summary = train_run(settings)
-    from wfrl.config import SearchConfig
-    out = Path(settings.get("resume") or settings.get("out") or SearchConfig.out)
-    if settings.get("workflow") is not None or (settings.get("resume") and
-                                                 single_run_config(out, {}) is not None):
-        best = out / "best.pt"
-        ck = best if best.exists() else out / "checkpoint.pt"
-    else:
-        wid = summary.get("best_workflow_id")
-        ck = None if wid is None else out / "checkpoints" / f"wf_{wid:03d}.pt"
-    return {"run_dir": str(out), "checkpoint": None if ck is None else str(ck),
-            "summary": summary}
-
-
-@contextlib.contextmanager
-def command_threads():
-    """The thread rule of `python -m wfrl` (wfrl.__main__.one_thread_by_default) for the time of
-    a call from Python: the environment the workers inherit, and the OpenMP / BLAS pools of this
-    process (threadpoolctl, torch's intra-op count), each put back afterwards."""
-    from threadpoolctl import threadpool_limits
-    keys = ("OMP_NUM_THREADS", "GOMP_SPINCOUNT")
-    saved = {k: os.environ.get(k) for k in keys}
-    from wfrl import one_thread_by_default, quiet_openmp
-    quiet_openmp(os.environ)
-    one_thread_by_default(os.environ)
-    try:   # (OpenMP also takes a list per nesting level, "4,2": the outer count counts here)
-        n = max(1, int(os.environ["OMP_NUM_THREADS"].split(",")[0]))
-    except ValueError:
-        raise UserError(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']!r} is not a thread "
-                        "count") from None
-    import torch
-    before = torch.get_num_threads()
-    try:
-        with threadpool_limits(n):
-            torch.set_num_threads(n)
-            yield
-    finally:
-        torch.set_num_threads(before)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-class _CallableModule(types.ModuleType):
-    """`wfrl.train(...)` calls the command (importing wfrl.train rebinds that name to this
-    module, so the module is what answers the call)."""
-
-    def __call__(self, **settings) -> dict:
-        return train_api(settings)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wfrl.config import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR, Settings,
-                         _backend, _collector, _red_agent, flag_name, non_negative, positive,
-                         seed_range, setting)
-from wfrl.errors import UserError
+from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
+                                Settings, known_backend, known_collector, known_red_agent,
+                                flag_name, non_negative, positive, seed_range, setting)
+from wfrl.errors import UserError, check_choice
 
 
 def _parity_red(name, value):
@@ -16,8 +16,15 @@ def _parity_red(name, value):
     check_red_agent(value, allow_mixed=False)
 
 
+# the built-in blue policies of `wfrl parity` (wfrl.tools.parity plays them)
+BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy", "decoy-restore")
+
+
+def check_blue_policy(name: str) -> str:
+    return check_choice("blue policy", name, BLUE_POLICIES)
+
+
 def _blue_policy(name, value):
-    from wfrl.parity import check_blue_policy
     check_blue_policy(value)
 
 
@@ -46,9 +53,9 @@ class ParityConfig(Settings):
 @dataclass
 class BenchCollectorsConfig(Settings):
     """Every collector on the same workload (`wfrl bench collectors`)."""
-    backend: str = setting("sim", check=_backend, metavar=BACKEND_METAVAR)
+    backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent,
+    red_agent: str = setting("B_lineAgent", check=known_red_agent,
                              metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
     """Red attacker."""
     n_workers: int = setting(2, check=positive)
@@ -60,11 +67,11 @@ class BenchCollectorsConfig(Settings):
 @dataclass
 class BenchTrainConfig(Settings):
     """Where a training run's time goes (`wfrl bench train`), on the simulator."""
-    collector: str = setting(AUTO_COLLECTOR, check=_collector, metavar=COLLECTOR_METAVAR)
+    collector: str = setting(AUTO_COLLECTOR, check=known_collector, metavar=COLLECTOR_METAVAR)
     """Collector (auto: the one `wfrl train` picks on this machine)."""
     n_workers: int = setting(2, check=positive)
     """Workers of the parallel collectors."""
-    red_agent: str = setting("B_lineAgent", check=_red_agent, metavar=RED_METAVAR)
+    red_agent: str = setting("B_lineAgent", check=known_red_agent, metavar=RED_METAVAR)
     """Red attacker."""
     episodes_per_update: int = setting(50, check=positive)
     """Episodes per batch (the search's default)."""

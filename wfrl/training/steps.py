@@ -1,4 +1,4 @@
-"""The training protocol shared by single-workflow training (wfrl.train), the search
+"""The training protocol shared by single-workflow training (wfrl.training.run), the search
 (wfrl.search.loop) and the exhaustive ground truth (wfrl.search.exhaustive).
 
 One learner step is: the collector plays a batch of episodes with the learner's current weights
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -344,16 +343,6 @@ def pretrain(steps: LearnerSteps, learner, seed: int, first_episode: int, done_e
 
 
 # ------------------------------------------------------------------------------ checkpoints
-BASE_POLICY = -1  # the "workflow index" of a search's pretrained base policy
-
-
-def checkpoint_path(run: Path, wf_index: int) -> Path:
-    """Where a search keeps the policy of workflow wf_index (BASE_POLICY: the pretrained base)."""
-    if wf_index == BASE_POLICY:
-        return Path(run) / "checkpoints" / "base.pt"
-    return Path(run) / "checkpoints" / f"wf_{wf_index:03d}.pt"
-
-
 def policy_payload(learner, ppo_cfg, workflow: str, workflow_id: int, **extra) -> dict:
     """What a policy checkpoint holds: the learner's state (weights, optimiser, RNG), the network
     it fits, the workflow it was trained on, then `extra` (episodes, config, …)."""

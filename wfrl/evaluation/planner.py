@@ -20,12 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wfrl.config.eval import PLAN_REDS
 from wfrl.errors import UserError
 from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
 from wfrl.rng import MASK
-
-PLAN_REDS = ("mixture", "known")
-
 
 @dataclass(frozen=True)
 class PlanBudget:
@@ -64,7 +62,7 @@ class PlanBudget:
 
     @classmethod
     def from_settings(cls, cfg) -> "PlanBudget":
-        """The budget of a config carrying the plan_* settings (wfrl.config_eval.PlanSettings)."""
+        """The budget of a config carrying the plan_* settings (wfrl.config.eval.PlanSettings)."""
         return cls(cfg.plan_particles, cfg.plan_candidates, cfg.plan_rollouts, cfg.plan_depth,
                    cfg.plan_time_ms, cfg.plan_seed, cfg.plan_leaf_value,
                    hold=cfg.plan_hold).check()
@@ -86,7 +84,7 @@ def red_set(red: str, episode_red: str | None = None) -> int:
 
 def greedy_policy(checkpoint: str, workflow: str | None = None):
     """(the compiled greedy policy of a checkpoint, its workflow): under `workflow` if given."""
-    from wfrl.checkpoint import policy_of_checkpoint
+    from wfrl.evaluation.checkpoint import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint, workflow)

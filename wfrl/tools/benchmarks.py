@@ -116,8 +116,8 @@ def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -
     given, runs before each run."""
     import tempfile
 
-    from wfrl.config import TrainConfig
-    from wfrl.train import train
+    from wfrl.config.run import TrainConfig
+    from wfrl.training.run import train
     walls = {k: [] for k in variants}
     for r in range(repeats):
         for k, settings in variants.items():
@@ -161,7 +161,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     import numpy as np
     import torch
 
-    from wfrl.config import PPOConfig, preset_settings, resolve_collector
+    from wfrl.config.run import PPOConfig, preset_settings, resolve_collector
     from wfrl.ppo.batch import to_batch
     from wfrl.ppo.learner import PPOLearner
 
@@ -287,7 +287,7 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
       as a run trains), the two alternated run by run, `repeats` times (median episodes/s, the
       wall time including start-up).
     belief_vs_plain is the end-to-end ratio; collect_belief_vs_plain the collect-only one."""
-    from wfrl.config import PPOConfig, preset_settings, resolve_collector
+    from wfrl.config.run import PPOConfig, preset_settings, resolve_collector
     from wfrl.ppo.learner import PPOLearner
 
     say = progress or (lambda line: None)

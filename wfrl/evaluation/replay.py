@@ -1,6 +1,6 @@
 """An episode, recorded step by step, and the pages that show it (`wfrl replay`, `wfrl report`).
 
-record_episode plays one episode of a checkpoint (greedy) or of any agent (wfrl.agents) and
+record_episode plays one episode of a checkpoint (greedy) or of any agent (wfrl.evaluation.agents) and
 keeps, per step: blue's action, red's action and its success, the reward and its running sum,
 red's true access per host (info["red_access"] of the backends), the decoys in place, and for
 each fix whether it complied with the workflow. replay_html turns that into one self-contained
@@ -38,11 +38,11 @@ def blue_action_name(a: int) -> str:
 
 
 class _PlanningAgent:
-    """A checkpoint's greedy policy improved by decision-time search (wfrl.plan) behind the agent
+    """A checkpoint's greedy policy improved by decision-time search (wfrl.evaluation.planner) behind the agent
     interface; each episode's planner streams are keyed by its number within the replay."""
 
     def __init__(self, path: str, workflow: str | None, backend: str, red_agent: str, plan):
-        from wfrl.plan import PlanningPolicy
+        from wfrl.evaluation.planner import PlanningPolicy
         budget, self.red = plan
         self.policy = PlanningPolicy(path, backend, budget, self.red, workflow)
         self.workflow = self.policy.workflow
@@ -64,9 +64,9 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
                    plan: tuple | None = None) -> dict:
     """One episode (global number `episode`, seeds as every wfrl evaluation derives them from
     (seed, episode)) of a checkpoint or an agent, step by step (see the module docstring).
-    plan: (wfrl.plan.PlanBudget, plan red) to play the checkpoint's greedy policy improved by
+    plan: (wfrl.evaluation.planner.PlanBudget, plan red) to play the checkpoint's greedy policy improved by
     decision-time search."""
-    from wfrl.agents import CheckpointAgent, make_agent, play_episodes
+    from wfrl.evaluation.agents import CheckpointAgent, make_agent, play_episodes
     from wfrl.envs import make_backend
     from wfrl.envs.base import check_backend, check_red_agent, is_leaderboard
     from wfrl.workflow import Workflow, fix_target, is_compliant
@@ -345,7 +345,7 @@ def best_policy(run: Path) -> tuple[str, str | None, str]:
     """(checkpoint path, workflow, which) of a run's best policy: a search's best workflow (the
     one its summary vouches for, else its visit of highest reward), else a training run's best.pt
     (periodic evaluation) or checkpoint.pt."""
-    from wfrl.protocol import checkpoint_path
+    from wfrl.runlog import checkpoint_path
     from wfrl.runlog import read_csv
     summary = run / "summary.json"
     s = json.loads(summary.read_text()) if summary.exists() else {}
@@ -436,9 +436,9 @@ def report_html(run_dir, backend="sim", red_agent="B_lineAgent", seed=153, episo
 
 
 def write_page(path, text: str) -> None:
-    from wfrl.runlog import _atomic_write_bytes
+    from wfrl.runlog import atomic_write_bytes
     try:
-        _atomic_write_bytes(Path(path), text.encode())
+        atomic_write_bytes(Path(path), text.encode())
         Path(path).chmod(0o644)          # a page to share (mkstemp made it private)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None

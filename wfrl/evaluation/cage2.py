@@ -83,7 +83,7 @@ def reference_for(backend: str) -> dict:
 
 
 @dataclass(frozen=True)
-class _Task:
+class EpisodeTask:
     backend: str
     red: str
     steps: int
@@ -97,22 +97,22 @@ class _Task:
     n: int
     greedy: bool
     attribute: bool = False
-    plan: tuple | None = None     # (wfrl.plan.PlanBudget, plan red) with --plan
+    plan: tuple | None = None     # (wfrl.evaluation.planner.PlanBudget, plan red) with --plan
     actions: bool = False         # also return each episode's actions (--episodes-out)
 
 
 SEARCH_COUNTERS = ("decisions", "switches", "timeouts", "observed", "fallbacks")
 
 
-def _run_task(task: _Task):
+def run_task(task: EpisodeTask):
     """Worker side: play one chunk; returns (returns, fixes, compliant, episode compliance,
     per-decision times in ms (empty without --plan), the episodes' cost vectors
-    [n, wfrl.attribution.N_COLUMNS] with `attribute`, else None, the search's counters
+    [n, wfrl.evaluation.attribution.N_COLUMNS] with `attribute`, else None, the search's counters
     SEARCH_COUNTERS (zeros without --plan), and each episode's actions with `actions`, else
-    None). An agent's task (wfrl.agents) returns the same, never searching."""
-    from wfrl.attribution import ActionRecorder, CostRecorder
+    None). An agent's task (wfrl.evaluation.agents) returns the same, never searching."""
+    from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
     from wfrl.envs import make_backend
-    from wfrl.evaluate import play, play_with_plan
+    from wfrl.evaluation.returns import play, play_with_plan
     from wfrl.workflow import Workflow
     costs = CostRecorder() if task.attribute else None
     recorder = ActionRecorder(costs) if task.actions else costs
@@ -143,8 +143,8 @@ def _run_task(task: _Task):
 
 def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
     """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
-    it (wfrl.checkpoint.policy_of_checkpoint; imported here when needed: it brings torch)."""
-    from wfrl.checkpoint import policy_of_checkpoint as load
+    it (wfrl.evaluation.checkpoint.policy_of_checkpoint; imported here when needed: it brings torch)."""
+    from wfrl.evaluation.checkpoint import policy_of_checkpoint as load
     return load(path, workflow)
 
 
@@ -170,12 +170,12 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
                    attribute: bool = False, plan=None, agent_output=None,
                    episodes_out=None) -> dict:
     """Run the protocol. checkpoints: {"all": path, "b_line": path, "meander": path} (any
-    subset that covers every red), or agent: MODULE:FACTORY (wfrl.agents; compliance then only
+    subset that covers every red), or agent: MODULE:FACTORY (wfrl.evaluation.agents; compliance then only
     under `workflow`; what it prints goes to the file agent_output, else to stderr).
     on_setting(partial result), if given, runs after every finished setting.
     attribute: each setting also reports its mean return split by host and cause ("cost",
-    wfrl.attribution.summarise), on the same episodes.
-    plan: (wfrl.plan.PlanBudget, plan red) to play the greedy policy improved by decision-time
+    wfrl.evaluation.attribution.summarise), on the same episodes.
+    plan: (wfrl.evaluation.planner.PlanBudget, plan red) to play the greedy policy improved by decision-time
     search (per setting then also the per-decision time median/p95/max in ms, the belief update
     included, and the search's switch, time-out and fallback rates).
     episodes_out: a file that gets one JSON line per episode (episode_records; rewritten from
@@ -205,7 +205,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
             n = min(chunk, episodes - first)
             if agent is None:
                 weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
-                tasks.append((k, _Task(backend, red, steps, weights, net, wf, lam, foothold, seed,
+                tasks.append((k, EpisodeTask(backend, red, steps, weights, net, wf, lam, foothold, seed,
                                        base + first, n, greedy, attribute, plan,
                                        episodes_out is not None)))
             else:
@@ -244,21 +244,21 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
 
     try:
         if agent is not None:
-            from wfrl.agents import run_tasks, setting_name
+            from wfrl.evaluation.agents import run_tasks, setting_name
             run_tasks(agent, tasks, n_workers, lambda k: setting_name(backend, *settings[k]),
                       action_timeout, episode_timeout,
                       lambda i, res: finished(tasks[i][0], tasks[i][1][5], res),
                       output=agent_output)
         elif n_workers <= 1:
             for k, t in tasks:
-                finished(k, t.first, _run_task(t))
+                finished(k, t.first, run_task(t))
         else:
             import multiprocessing as mp
 
             from wfrl.collect.shm_base import end_pool
             pool = cf.ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"))
             try:
-                futs = {pool.submit(_run_task, t): (k, t) for k, t in tasks}
+                futs = {pool.submit(run_task, t): (k, t) for k, t in tasks}
                 for f in cf.as_completed(futs):
                     k, t = futs[f]
                     finished(k, t.first, f.result())
@@ -324,12 +324,12 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
     times = np.concatenate([c[4] for c in chunks])
     search = None
     if times.size:      # a search ran: its tasks (only they) add the search's counters
-        from wfrl.plan import PlanStats
+        from wfrl.evaluation.planner import PlanStats
         summed = np.sum([c[6] for c in chunks], axis=0).tolist()
         search = PlanStats(**dict(zip(SEARCH_COUNTERS, summed))).rates()
     cost = None
     if chunks[0][5] is not None:
-        from wfrl.attribution import summarise
+        from wfrl.evaluation.attribution import summarise
         cost = summarise(np.concatenate([c[5] for c in chunks]))
     n_fix = int(fixes.sum())
     measured = not np.isnan(ep_comp).any()
@@ -388,7 +388,7 @@ def format_table(res: dict) -> str:
     costs = {f"{r['red_agent']}-{r['steps']}": r["cost"] for r in res["settings"]
              if "cost" in r and r["steps"] == max(CAGE2_LENGTHS) and r["red_agent"] != "SleepAgent"}
     if costs:
-        from wfrl.attribution import format_costs
+        from wfrl.evaluation.attribution import format_costs
         lines += ["", f"where the cost comes from ({max(CAGE2_LENGTHS)}-step episodes; every "
                   "setting's split is in the JSON):", format_costs(costs)]
     return "\n".join(lines)

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM
-from wfrl.errors import UserError, check_choice
+from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
+from wfrl.errors import UserError
 
-BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy", "decoy-restore")
 Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile
 
 
@@ -68,10 +68,6 @@ def blue_actions(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator)
     if policy == "decoy-restore":
         return blue_actions("decoy" if t % 2 == 0 else "react-restore", obs, t, rng)
     raise UserError(f"unknown blue policy {policy!r} (choose from {', '.join(BLUE_POLICIES)})")
-
-
-def check_blue_policy(name: str) -> str:
-    return check_choice("blue policy", name, BLUE_POLICIES)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What an update on one batch can decide before it starts: the batch as tensors, the columns and
-actions its steps can skip (_Compact), each minibatch's advantages, and the whole preparation of
+actions its steps can skip (Compact), each minibatch's advantages, and the whole preparation of
 an update made ahead on another thread (Prepared)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from wfrl.envs.base import N_ACTIONS
 from wfrl.ppo.batch import Batch
 
 
-class _Compact:
+class Compact:
     """The parts of one update's batch the minibatch steps can skip, exactly: the input columns
     that are 0 in every row (20 of the workflow one-hot's 25 when the batch follows one workflow,
     memory and observation bits nothing set) and the actions masked in every row (decoys no host
@@ -38,7 +38,7 @@ class _Compact:
 
     @classmethod
     def of(cls, obs: np.ndarray, masks: np.ndarray | None, actions: np.ndarray,
-           hidden: int) -> "_Compact | None":
+           hidden: int) -> "Compact | None":
         """The plan for this batch, or None when every column and every action is in use."""
         cols = np.flatnonzero(obs.any(0))
         acts = (np.arange(N_ACTIONS) if masks is None else
@@ -52,7 +52,7 @@ class _Compact:
                    index[actions], hidden)
 
 
-def _minibatch_advantages(adv, weight, sl):
+def minibatch_advantages(adv, weight, sl):
     """The advantages of minibatch `sl`: normalised within it, then (a stale batch under the
     decoupled objective) times each step's proximal weight — w·min(r·A, clip(r)·A) =
     min(r·wA, clip(r)·wA) for w > 0."""
@@ -66,7 +66,7 @@ class Prepared:
     """The parts of an update that depend only on its batch and on where the learner's generator
     stands when the update starts, made ahead on the thread that built the batch
     (PPOLearner.preparer) while the learner is still busy with the update before: the batch as
-    tensors, the _Compact plan, the epochs' permutations, and for every epoch the gathered input
+    tensors, the Compact plan, the epochs' permutations, and for every epoch the gathered input
     rows, actions, masks, returns and per-minibatch normalised advantages. An update given one uses it only when it
     fits exactly — the same batch size, epochs, minibatches and plan setting, and the learner's
     generator at state_in (the permutations are then the ones the update would draw itself) —
@@ -85,11 +85,11 @@ class Prepared:
         perms = [torch.randperm(n, generator=g).numpy() for _ in range(cfg.epochs)]
         self.state_out = g.get_state()
         self.perms = perms
-        self.tensors = _batch_tensors(batch)
+        self.tensors = batch_tensors(batch)
         obs, actions, _, adv_all, ret_all, masks = self.tensors
         self.plan = None
         if compact and n:
-            self.plan = _Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
+            self.plan = Compact.of(obs.numpy(), None if masks is None else masks.numpy(),
                                     actions.numpy(), cfg.hidden)
             if self.plan is not None:
                 obs, masks, actions = self.plan.obs, self.plan.masks, self.plan.actions
@@ -98,7 +98,7 @@ class Prepared:
         for perm in perms:
             o, a, ad, rt, mk = (None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0))
                                 for t in (obs, actions, adv_all, ret_all, masks))
-            adn = torch.cat([_minibatch_advantages(ad, None, slice(i, i + mb))
+            adn = torch.cat([minibatch_advantages(ad, None, slice(i, i + mb))
                              for i in range(0, n, mb)]) if n else ad
             self.epoch_rows.append((o, a, adn, rt, mk))
 
@@ -109,7 +109,7 @@ class Prepared:
                 and torch.equal(learner._gen.get_state(), self.state_in))
 
 
-def _batch_tensors(batch: Batch) -> tuple:
+def batch_tensors(batch: Batch) -> tuple:
     """(obs, actions, behaviour log-probabilities, advantages, returns, masks) of a batch as
     tensors sharing its memory where the dtypes allow."""
     return (torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32)),

@@ -5,7 +5,6 @@ return and the steps per episode a user host is privileged, best placements firs
 
     .venv/bin/python -m experiments.bline_user_decoys
 """
-import sys
 
 from experiments.bline_foothold import USERS, run
 

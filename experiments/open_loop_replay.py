@@ -27,7 +27,7 @@ import numpy as np
 from experiments.policy_anatomy import action_name
 from wfrl.envs import make_backend
 from wfrl.rng import episode_seeds
-from wfrl.workflow import HOSTS
+from wfrl.envs.actions import HOSTS
 
 LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+r=\s*(-?[\d.]+)\s+total=\s*(-?[\d.]+)\s+red_access=(\d{13})")
 H = {h: i for i, h in enumerate(HOSTS)}

@@ -14,7 +14,7 @@ from wfrl.evaluation.checkpoint import weights_from_checkpoint
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
-from wfrl.features import DECOY_KINDS
+from wfrl.envs.actions import DECOY_KINDS
 def name(a):
     if a >= 132: return f"Restore{a-132}"
     if 28 <= a < 132: return f"{DECOY_KINDS[(a-28)//13]}@{(a-28)%13}"

@@ -12,10 +12,12 @@ from wfrl._core import Actor
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.evaluation.checkpoint import weights_from_checkpoint
-from wfrl.features import DECOY_KINDS, decoy_action
+from wfrl.envs.actions import DECOY_KINDS
+from wfrl.features import decoy_action
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
-from wfrl.workflow import HOSTS, Workflow
+from wfrl.envs.actions import HOSTS
+from wfrl.workflow import Workflow
 
 KIND = {k: i for i, k in enumerate(DECOY_KINDS)}
 USER2 = HOSTS.index("User2")

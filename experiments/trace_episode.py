@@ -15,7 +15,8 @@ from wfrl.evaluation.cage2 import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.rng import episode_seeds
-from wfrl.workflow import HOSTS, Workflow
+from wfrl.envs.actions import HOSTS
+from wfrl.workflow import Workflow
 
 
 def main():

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from wfrl.workflow import (HOSTS, N_HOSTS, ComplianceTracker, Workflow, compromised_hosts,
-                           fix_target, is_compliant)
+from wfrl.envs.actions import HOSTS, N_HOSTS
+from wfrl.workflow import ComplianceTracker, Workflow, compromised_hosts, fix_target, is_compliant
 
 H = {h: i for i, h in enumerate(HOSTS)}
 REMOVE = lambda h: 15 + H[h]  # noqa: E731

@@ -7,7 +7,7 @@ import pytest
 
 import wfrl._core as core
 from wfrl import features, workflow
-from wfrl.envs import base
+from wfrl.envs import actions, base
 from wfrl.ppo import netspec
 
 CSRC = pathlib.Path(__file__).resolve().parents[1] / "csrc"
@@ -38,17 +38,17 @@ def _defines():
 C = _defines()
 
 PAIRS = [
-    ("WFRL_OBS_DIM", base.OBS_DIM), ("WFRL_N_ACTIONS", base.N_ACTIONS),
-    ("WFRL_N_HOSTS", base.N_HOSTS), ("WFRL_N_HOSTS", workflow.N_HOSTS),
+    ("WFRL_OBS_DIM", base.OBS_DIM), ("WFRL_N_ACTIONS", actions.N_ACTIONS),
+    ("WFRL_N_HOSTS", actions.N_HOSTS), ("WFRL_N_HOSTS", len(actions.HOSTS)),
     ("WFRL_EP_LEN", base.EP_LEN), ("WFRL_N_UNIT_TYPES", workflow.N_TYPES),
     ("WFRL_COND_DIM", workflow.COND_DIM), ("WFRL_IN_DIM", netspec.IN_DIM),
-    ("WFRL_MEM_DIM", features.MEM_DIM), ("WFRL_N_DECOYS", features.N_DECOYS),
-    ("WFRL_N_DECOYS", len(features.DECOY_KINDS)),
-    ("WFRL_ACT_DECOY", features.DECOY_FIRST), ("WFRL_DECOY_FIRST", features.DECOY_FIRST),
-    ("WFRL_ACT_REMOVE", workflow.REMOVE_BASE), ("WFRL_ACT_RESTORE", workflow.RESTORE_BASE),
-    ("WFRL_ACT_RESTORE", features.RESTORE_FIRST), ("WFRL_MONITOR", features.MONITOR),
-    ("WFRL_DECOY_APACHE", features.DECOY_KINDS.index("Apache")),
-    ("WFRL_DECOY_VSFTPD", features.DECOY_KINDS.index("Vsftpd")),
+    ("WFRL_MEM_DIM", features.MEM_DIM), ("WFRL_N_DECOYS", actions.N_DECOYS),
+    ("WFRL_N_DECOYS", len(actions.DECOY_KINDS)),
+    ("WFRL_ACT_DECOY", actions.DECOY_FIRST), ("WFRL_DECOY_FIRST", actions.DECOY_FIRST),
+    ("WFRL_ACT_ANALYSE", actions.ANALYSE_FIRST), ("WFRL_ACT_REMOVE", actions.REMOVE_FIRST),
+    ("WFRL_ACT_RESTORE", actions.RESTORE_FIRST), ("WFRL_MONITOR", actions.MONITOR),
+    ("WFRL_DECOY_APACHE", actions.DECOY_KINDS.index("Apache")),
+    ("WFRL_DECOY_VSFTPD", actions.DECOY_KINDS.index("Vsftpd")),
     ("WFRL_USER0", workflow.USER0), ("WFRL_MASKED_LOGIT", features.MASKED_LOGIT),
 ]
 
@@ -60,7 +60,7 @@ def test_header_define_equals_python_constant(name, python):
 
 def test_extension_exports_equal_python_constants():
     assert (core.OBS_DIM, core.N_ACTIONS, core.N_HOSTS, core.EP_LEN, core.COND_DIM) == (
-        base.OBS_DIM, base.N_ACTIONS, base.N_HOSTS, base.EP_LEN, workflow.COND_DIM)
+        base.OBS_DIM, actions.N_ACTIONS, actions.N_HOSTS, base.EP_LEN, workflow.COND_DIM)
     assert core.IN_DIM == netspec.IN_DIM and core.MEM_DIM == features.MEM_DIM
     assert core.in_dim(True) == netspec.IN_DIM + features.MEM_DIM
     # the compiled simulator's red kinds, in the order the Python side names them
@@ -71,7 +71,17 @@ def test_extension_exports_equal_python_constants():
 def test_action_layout_covers_the_145_actions():
     # Sleep, Monitor, then 13 × Analyse, 13 × Remove, 8 × 13 decoys, 13 × Restore
     assert C["WFRL_ACT_ANALYSE"] == 2
-    assert C["WFRL_ACT_REMOVE"] == C["WFRL_ACT_ANALYSE"] + base.N_HOSTS
-    assert C["WFRL_ACT_DECOY"] == C["WFRL_ACT_REMOVE"] + base.N_HOSTS
-    assert C["WFRL_ACT_RESTORE"] == C["WFRL_ACT_DECOY"] + features.N_DECOYS * base.N_HOSTS
-    assert C["WFRL_ACT_RESTORE"] + base.N_HOSTS == base.N_ACTIONS
+    assert C["WFRL_ACT_REMOVE"] == C["WFRL_ACT_ANALYSE"] + actions.N_HOSTS
+    assert C["WFRL_ACT_DECOY"] == C["WFRL_ACT_REMOVE"] + actions.N_HOSTS
+    assert C["WFRL_ACT_RESTORE"] == C["WFRL_ACT_DECOY"] + actions.N_DECOYS * actions.N_HOSTS
+    assert C["WFRL_ACT_RESTORE"] + actions.N_HOSTS == actions.N_ACTIONS
+
+
+def test_action_names_follow_the_layout():
+    names = [actions.action_name(a) for a in range(actions.N_ACTIONS)]
+    assert len(set(names)) == actions.N_ACTIONS
+    assert names[:3] == ["Sleep", "Monitor", "Analyse Defender"]
+    assert names[actions.REMOVE_FIRST + 12] == "Remove User4"
+    assert names[actions.DECOY_FIRST + 2 * actions.N_HOSTS] == "DecoyHarakaSMPT Defender"
+    assert names[actions.RESTORE_FIRST - 1] == "DecoyVsftpd User4"
+    assert names[actions.RESTORE_FIRST + actions.HOSTS.index("Op_Server0")] == "Restore Op_Server0"

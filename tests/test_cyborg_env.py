@@ -61,7 +61,7 @@ def test_truncation_at_100_and_reward_range():
 def test_red_access_matches_true_state():
     """The cheap session-table read equals what the (slow) true-state query says."""
     import wfrl.envs as envs
-    from wfrl.workflow import HOSTS
+    from wfrl.envs.actions import HOSTS
     for red in ("B_lineAgent", "RedMeanderAgent"):
         env = envs.make(backend="cyborg", red_agent=red, seed=7)
         env.reset()

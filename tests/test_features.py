@@ -11,8 +11,8 @@ from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
 from wfrl.envs.base import mixed_red_kind
-from wfrl.features import (DECOY_KINDS, DECOY_USEFUL, MEM_DIM, MONITOR, MemoryTracker,
-                           decoy_action, memory_and_masks)
+from wfrl.envs.actions import DECOY_KINDS, MONITOR
+from wfrl.features import DECOY_USEFUL, MEM_DIM, MemoryTracker, decoy_action, memory_and_masks
 from wfrl.ppo.batch import to_batch
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.netspec import NetSpec

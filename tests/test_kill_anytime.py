@@ -4,7 +4,6 @@ after an update — is replaced, and the run finishes as if nothing happened: ex
 traceback, the exact episode count, the same log and final weights as an undisturbed run, no
 process and nothing in /dev/shm left. For each parallel collector, with and without overlap."""
 import json
-import os
 import subprocess
 import sys
 

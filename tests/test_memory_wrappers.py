@@ -12,7 +12,6 @@ from gymnasium.utils.env_checker import check_env
 import wfrl.envs as envs
 from wfrl.envs.memory_env import (ActionMaskWrapper, MemoryWrapper, VecActionMaskWrapper,
                                   VecMemoryWrapper)
-from wfrl.envs.workflow_env import WorkflowWrapper
 from wfrl.errors import UserError
 from wfrl.features import MEM_DIM, MemoryTracker
 from wfrl.workflow import Workflow

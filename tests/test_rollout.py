@@ -12,7 +12,7 @@ from wfrl.envs import make_backend
 from wfrl.ppo.netspec import n_params
 from wfrl.ppo.policy import ActorCritic
 from wfrl import rng
-from wfrl.rng import Xoshiro256, episode_seeds
+from wfrl.rng import episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow, all_workflows
 
 

@@ -17,7 +17,8 @@ import wfrl._core as core
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import actor_episode, make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
-from wfrl.envs.base import N_HOSTS, OBS_DIM
+from wfrl.envs.actions import N_HOSTS
+from wfrl.envs.base import OBS_DIM
 from wfrl.features import MEM_DIM, TRUTH_DIM, truth_features
 from wfrl.ppo.batch import reference_truth_rows, to_batch
 from wfrl.ppo.netspec import NetSpec

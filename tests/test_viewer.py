@@ -17,7 +17,7 @@ import pytest
 
 from wfrl.cli import main
 from wfrl.evaluation.replay import ACCESS_COLOURS, record_episode, replay_html
-from wfrl.workflow import HOSTS
+from wfrl.envs.actions import HOSTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and os.environ.get("WFRL_REQUIRE_CHROMIUM"):
@@ -113,7 +113,7 @@ def test_recorded_episode_matches_the_evaluation(episode):
 def _decoys_follow_blue(steps):
     """The decoys a backend reports are the ones blue placed: after DecoyX H at most kind X
     appears, only on H; after Restore H none is left on H; nothing else changes them."""
-    from wfrl.features import DECOY_KINDS
+    from wfrl.envs.actions import DECOY_KINDS
     assert any(any(s["decoys"]) for s in steps)
     before = [0] * len(HOSTS)
     for t, s in enumerate(steps):

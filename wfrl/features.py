@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS
+from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.envs.base import EP_LEN
 from wfrl.rng import MASK, Xoshiro256, splitmix64
+from wfrl.envs.actions import DECOY_FIRST, DECOY_KINDS, MONITOR, N_DECOYS, RESTORE_FIRST
 
 MEM_DIM = 5 * N_HOSTS + 1
 MASKED_LOGIT = -1.0e9     # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT: the logit a masked action gets
-N_DECOYS = 8
-DECOY_FIRST = 28          # DecoyApache(0); kind k on host h is action 28 + 13k + h
-MONITOR = 1
-APACHE, VSFTPD = 0, 7
-RESTORE_FIRST = 132
-DECOY_KINDS = ("Apache", "Femitter", "HarakaSMPT", "Smss", "SSHD", "Svchost", "Tomcat", "Vsftpd")
+APACHE, VSFTPD = 0, 7      # indices in DECOY_KINDS
 
 # Decoy kinds that can be placed on each host and catch an exploit there (bit k = DECOY_KINDS[k]).
 _LINUX_SERVER = {"Apache", "HarakaSMPT", "Tomcat", "Vsftpd"}

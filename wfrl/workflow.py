@@ -11,16 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wfrl.errors import UserError
+from wfrl.envs.actions import HOSTS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST
 
 UNIT_TYPES: tuple[str, ...] = ("defender", "enterprise", "op_server", "op_host", "user")
 N_TYPES = len(UNIT_TYPES)
 COND_DIM = N_TYPES * N_TYPES
 
-HOSTS: tuple[str, ...] = (
-    "Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1", "Op_Host2",
-    "Op_Server0", "User0", "User1", "User2", "User3", "User4",
-)
-N_HOSTS = len(HOSTS)
 USER0 = HOSTS.index("User0")
 
 
@@ -39,25 +35,20 @@ def _host_type(host: str) -> int:
 # HOST_TYPE[h] = unit-type index of host h (order of HOSTS, which is the observation/action order).
 HOST_TYPE = np.array([_host_type(h) for h in HOSTS], dtype=np.int32)
 
-# Fix actions in CybORG's action order: Remove(h) = 15 + h, Restore(h) = 132 + h.
-REMOVE_BASE = 15
-RESTORE_BASE = 132
-
-
 def fix_target(action: int) -> int:
     """Host index a fix action targets, or -1 if the action is not a fix."""
-    if REMOVE_BASE <= action < REMOVE_BASE + N_HOSTS:
-        return action - REMOVE_BASE
-    if RESTORE_BASE <= action < RESTORE_BASE + N_HOSTS:
-        return action - RESTORE_BASE
+    if REMOVE_FIRST <= action < REMOVE_FIRST + N_HOSTS:
+        return action - REMOVE_FIRST
+    if RESTORE_FIRST <= action < RESTORE_FIRST + N_HOSTS:
+        return action - RESTORE_FIRST
     return -1
 
 
 def is_fix(actions) -> np.ndarray:
     """fix_target(a) >= 0, elementwise over an array of actions."""
     a = np.asarray(actions)
-    return (((a >= REMOVE_BASE) & (a < REMOVE_BASE + N_HOSTS))
-            | ((a >= RESTORE_BASE) & (a < RESTORE_BASE + N_HOSTS)))
+    return (((a >= REMOVE_FIRST) & (a < REMOVE_FIRST + N_HOSTS))
+            | ((a >= RESTORE_FIRST) & (a < RESTORE_FIRST + N_HOSTS)))
 
 
 ALL_WORKFLOWS: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(N_TYPES)))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.envs.base import N_HOSTS, OBS_DIM
+from wfrl.envs.actions import N_HOSTS
+from wfrl.envs.base import OBS_DIM
 from wfrl.features import BELIEF_DIM
 
 TRAJ_FIELDS = {

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
-from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
+from wfrl.envs.actions import N_ACTIONS
+from wfrl.envs.base import EP_LEN, OBS_DIM
 from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, ROLLOUT_BELIEF_STREAM, TRUTH_DIM,
                            MemoryTracker, ParticleFilterReference, truth_features)
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec

@@ -1,8 +1,8 @@
 """CAGE2 environments: backends behind one contract (wfrl.envs.base) and their gymnasium view."""
 from __future__ import annotations
 
-from wfrl.envs.base import (BACKENDS, EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS,
-                            backend_engine, check_red_agent, is_leaderboard)
+from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.envs.base import (BACKENDS, EP_LEN, OBS_DIM, RED_AGENTS, backend_engine, check_red_agent, is_leaderboard)
 
 ENV_ID = "wfrl/CAGE2-v0"
 # the registered combinations of the recipe's parts (wfrl.envs.memory_env, workflow_env), each

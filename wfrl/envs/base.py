@@ -22,8 +22,6 @@ import numpy as np
 from wfrl.errors import check_choice
 
 OBS_DIM = 52
-N_ACTIONS = 145
-N_HOSTS = 13
 EP_LEN = 100
 
 RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")

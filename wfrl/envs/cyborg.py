@@ -18,9 +18,10 @@ import random
 
 import numpy as np
 
-from wfrl.envs.base import N_HOSTS, check_red_agent
+from wfrl.envs.actions import N_HOSTS
+from wfrl.envs.base import check_red_agent
 from wfrl.errors import BackendUnavailable
-from wfrl.workflow import HOSTS
+from wfrl.envs.actions import HOSTS
 
 _INSTALL_HINT = ("the cyborg backend needs the [cyborg] extra: pip install 'wfrl[cyborg]' -c "
                  "constraints.txt && pip install --no-deps gym-csle-cyborg==0.10.1 "

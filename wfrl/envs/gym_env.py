@@ -7,7 +7,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from wfrl.envs.base import EP_LEN, N_ACTIONS, OBS_DIM
+from wfrl.envs.actions import N_ACTIONS
+from wfrl.envs.base import EP_LEN, OBS_DIM
 from wfrl.envs.sim import SimBackend
 
 _NOT_STARTED = EP_LEN + 1

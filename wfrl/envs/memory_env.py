@@ -35,7 +35,8 @@ from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 import wfrl._core as _core
-from wfrl.envs.base import N_ACTIONS, OBS_DIM, check_cage2_box
+from wfrl.envs.actions import N_ACTIONS
+from wfrl.envs.base import OBS_DIM, check_cage2_box
 from wfrl.errors import UserError
 from wfrl.features import MEM_DIM
 

@@ -22,7 +22,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import wfrl._core as _core
-from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM, RED_AGENTS, check_red_agent
+from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.envs.base import EP_LEN, OBS_DIM, RED_AGENTS, check_red_agent
 from wfrl.envs.gym_env import check_max_steps
 from wfrl.errors import UserError
 

@@ -32,7 +32,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
-from wfrl.envs.base import N_HOSTS, check_cage2_box
+from wfrl.envs.actions import N_HOSTS
+from wfrl.envs.base import check_cage2_box
 from wfrl.errors import UserError
 from wfrl.workflow import COND_DIM, N_TYPES, Workflow
 

@@ -29,8 +29,8 @@ import numpy as np
 
 from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
 from wfrl.errors import UserError
+from wfrl.envs.actions import N_ACTIONS
 
-ACTION_SPACE = 145
 
 
 class AgentFailed(UserError):
@@ -108,10 +108,10 @@ def check_action(spec: str, action, where: str) -> int:
         a = operator.index(action)
     except TypeError:
         raise AgentFailed(f"agent {spec} returned {action!r} ({type(action).__name__}) {where}: "
-                          f"an action is an integer in [0, {ACTION_SPACE})") from None
-    if not 0 <= a < ACTION_SPACE:
+                          f"an action is an integer in [0, {N_ACTIONS})") from None
+    if not 0 <= a < N_ACTIONS:
         raise AgentFailed(f"agent {spec} returned action {a} {where}: an action is an integer "
-                          f"in [0, {ACTION_SPACE})")
+                          f"in [0, {N_ACTIONS})")
     return a
 
 
@@ -164,7 +164,7 @@ def play_episodes(spec, agent, backend, backend_name, red, steps, episodes, seed
                 clock[_STEP] = t
                 clock[_ACTION_T] = time.monotonic()
                 stress_delay()
-            raw = _call(spec, where, agent.get_action, obs.astype(np.int64), ACTION_SPACE)
+            raw = _call(spec, where, agent.get_action, obs.astype(np.int64), N_ACTIONS)
             if clock is not None:
                 clock[_ACTION_T] = 0.0
             a = check_action(spec, raw, where)
@@ -347,7 +347,8 @@ class CheckpointAgent:
         from wfrl._core import Actor
         from wfrl.evaluation.checkpoint import policy_of_checkpoint
         from wfrl.collect.rollout import make_policy
-        from wfrl.workflow import N_HOSTS, Workflow
+        from wfrl.envs.actions import N_HOSTS
+        from wfrl.workflow import Workflow
         weights, net, self.workflow, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
         if net.truth_input:
             raise UserError(f"{checkpoint} is a full-information policy (--truth-input): it needs "
@@ -357,7 +358,7 @@ class CheckpointAgent:
         self.actor.begin(0)
         self._access = np.zeros(N_HOSTS, np.uint8)   # greedy actions do not depend on it
 
-    def get_action(self, observation, action_space=ACTION_SPACE) -> int:
+    def get_action(self, observation, action_space=N_ACTIONS) -> int:
         return int(self.actor.act(np.asarray(observation, np.float32).reshape(-1),
                                   self._access)[0])
 
@@ -383,7 +384,8 @@ class WorkflowFollower:
     its own view of the order."""
 
     def __init__(self, workflow: str = "critical_first"):
-        from wfrl.workflow import N_HOSTS, USER0, Workflow
+        from wfrl.envs.actions import N_HOSTS
+        from wfrl.workflow import USER0, Workflow
         self.workflow = Workflow.parse(workflow)
         priority = self.workflow.host_priority()
         self._order = [h for h in sorted(range(N_HOSTS), key=lambda h: (priority[h], h))
@@ -394,8 +396,9 @@ class WorkflowFollower:
         from wfrl.features import MemoryTracker
         self.memory = MemoryTracker()
 
-    def get_action(self, observation, action_space=ACTION_SPACE):
-        from wfrl.features import DECOY_USEFUL, RESTORE_FIRST, open_decoys, decoy_action
+    def get_action(self, observation, action_space=N_ACTIONS):
+        from wfrl.envs.actions import RESTORE_FIRST
+        from wfrl.features import DECOY_USEFUL, open_decoys, decoy_action
         obs = np.asarray(observation).reshape(-1)
         mem = self.memory
         mem.update(obs)

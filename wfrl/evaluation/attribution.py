@@ -17,6 +17,8 @@ reward, red's access per host after the step) and puts whatever the split does n
 from __future__ import annotations
 
 import numpy as np
+from wfrl.envs.actions import RESTORE_FIRST
+from wfrl.stats import standard_error
 
 HOST_NAMES = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",
               "Op_Host2", "Op_Server0", "User0", "User1", "User2", "User3", "User4")
@@ -25,7 +27,6 @@ N_HOSTS = len(HOST_NAMES)
 PRIVILEGED_COST = np.array([0.1, 1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 1.0, 0.0, 0.1, 0.1, 0.1, 0.1])
 RESTORE_COST = 1.0
 IMPACT_COST = 10.0
-FIRST_RESTORE = 132
 PRIVILEGED = 2                  # red access level of a root/SYSTEM session
 # Columns of a cost vector: privileged per host, restore per host, impact, other.
 PRIV, RESTORE = slice(0, N_HOSTS), slice(N_HOSTS, 2 * N_HOSTS)
@@ -41,8 +42,8 @@ def step_costs(action: int, reward: float, red_access_after, out: np.ndarray) ->
     priv = -PRIVILEGED_COST * (access == PRIVILEGED)
     out[PRIV] += priv
     explained = float(priv.sum())
-    if FIRST_RESTORE <= action < FIRST_RESTORE + N_HOSTS:
-        out[N_HOSTS + action - FIRST_RESTORE] -= RESTORE_COST
+    if RESTORE_FIRST <= action < RESTORE_FIRST + N_HOSTS:
+        out[N_HOSTS + action - RESTORE_FIRST] -= RESTORE_COST
         explained -= RESTORE_COST
     rest = round(float(reward) - explained, 6)
     if abs(rest + IMPACT_COST) < 1e-4:
@@ -97,7 +98,7 @@ def summarise(costs: np.ndarray) -> dict:
     n = costs.shape[0]
 
     def stat(col: np.ndarray) -> dict:
-        se = float(col.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        se = standard_error(col)
         return {"mean": round(float(col.mean()), 4), "se": round(se, 4)}
 
     hosts = {}

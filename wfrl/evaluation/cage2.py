@@ -26,6 +26,7 @@ import numpy as np
 
 from wfrl.errors import UserError
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
+from wfrl.stats import standard_error
 
 CAGE2_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 CAGE2_LENGTHS = (30, 50, 100)
@@ -338,7 +339,7 @@ def _row(red, steps, parts, backend, source, is_agent) -> dict:
         "red_agent": red, "steps": steps, "n": int(ret.size),
         "mean": round(float(ret.mean()), 4),
         "sd": round(float(ret.std(ddof=1)) if ret.size > 1 else 0.0, 4),
-        "se": round(float(ret.std(ddof=1) / np.sqrt(ret.size)) if ret.size > 1 else 0.0, 4),
+        "se": round(standard_error(ret), 4),
         "compliance": round(int(compliant.sum()) / n_fix, 4) if n_fix and measured else None,
         "compliance_episode_mean": round(float(ep_comp.mean()), 4) if measured else None,
         "fixes_per_episode": round(float(fixes.mean()), 3),
@@ -452,7 +453,7 @@ def compare_episodes(path_a, path_b) -> dict:
     for (red, steps), pairs in sorted(settings.items(), key=lambda kv: order.get(kv[0], 99)):
         x = np.array(pairs, dtype=np.float64)
         d, n = x[:, 0] - x[:, 1], len(x)
-        se = (lambda v: float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0)
+        se = standard_error
         rows.append({"red_agent": red, "steps": steps, "n": n,
                      "mean_a": round(float(x[:, 0].mean()), 4),
                      "mean_b": round(float(x[:, 1].mean()), 4),

@@ -17,26 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from wfrl.errors import UserError
-from wfrl.workflow import HOSTS
+from wfrl.envs.actions import HOSTS
+from wfrl.envs.actions import action_name
 
 SUBNETS = (("User", ("User0", "User1", "User2", "User3", "User4")),
            ("Enterprise", ("Enterprise0", "Enterprise1", "Enterprise2", "Defender")),
            ("Operational", ("Op_Server0", "Op_Host0", "Op_Host1", "Op_Host2")))
 ACCESS_COLOURS = ("#dfe8df", "#f0a030", "#c0282d")     # none, user, privileged
 ACCESS_NAMES = ("no access", "user", "privileged")
-_KINDS = (("Sleep", 0), ("Monitor", 1), ("Analyse", 2), ("Remove", 15), ("DecoyApache", 28),
-          ("DecoyFemitter", 41), ("DecoyHarakaSMPT", 54), ("DecoySmss", 67), ("DecoySSHD", 80),
-          ("DecoySvchost", 93), ("DecoyTomcat", 106), ("DecoyVsftpd", 119), ("Restore", 132))
-
-
-def blue_action_name(a: int) -> str:
-    """CybORG's name of blue action a (0-144), e.g. Restore Op_Server0."""
-    if a < 2:
-        return _KINDS[a][0]
-    name, base = next((k, b) for k, b in reversed(_KINDS) if a >= b)
-    return f"{name} {HOSTS[a - base]}"
-
-
 class _PlanningAgent:
     """A checkpoint's greedy policy improved by decision-time search (wfrl.evaluation.planner) behind the agent
     interface; each episode's planner streams are keyed by its number within the replay."""
@@ -98,7 +86,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         red, target, ok = env.last_red_action()
         h = fix_target(a)
         rows.append({
-            "blue": blue_action_name(a), "blue_action": int(a),
+            "blue": action_name(a), "blue_action": int(a),
             "red": f"{red} {target}".strip(), "red_ok": bool(ok),
             "reward": round(float(reward), 2),
             "total": round((rows[-1]["total"] if rows else 0.0) + float(reward), 2),
@@ -246,7 +234,7 @@ def _hosts_svg() -> str:
 
 def replay_section(data: dict) -> str:
     """The replay's HTML (controls, host map, step panel, log) with its data and script."""
-    from wfrl.features import DECOY_KINDS
+    from wfrl.envs.actions import DECOY_KINDS
     legend = "".join(f'<span style="background:{c}"></span>{n}'
                      for c, n in zip(ACCESS_COLOURS, ACCESS_NAMES))
     wf = data["workflow"] or "none (fixes not judged)"

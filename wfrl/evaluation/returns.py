@@ -9,6 +9,7 @@ from wfrl.config.eval import EvalConfig
 from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
+from wfrl.stats import mean_se
 
 
 def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episodes, seed: int,
@@ -39,10 +40,8 @@ def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: 
 
 
 def summarise(stats) -> dict:
-    r = np.array([s.env_return for s in stats], dtype=np.float64)
-    n = len(r)
-    return {"mean": float(r.mean()), "se": float(r.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0,
-            "n": n, "compliance": float(np.mean([s.compliance for s in stats])),
+    mean, se = mean_se([s.env_return for s in stats])
+    return {"mean": mean, "se": se, "n": len(stats), "compliance": float(np.mean([s.compliance for s in stats])),
             "fixes": float(np.mean([s.fixes for s in stats]))}
 
 

@@ -29,7 +29,7 @@ import torch
 
 import wfrl._core as _core
 from wfrl.config.run import PPOConfig
-from wfrl.envs.base import N_ACTIONS
+from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.head import all_allowed
 from wfrl.ppo.optim import FusedAdamSteps, adam, clip_grad_norm, private_paths

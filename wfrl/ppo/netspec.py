@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from wfrl.envs.base import N_ACTIONS, OBS_DIM
+from wfrl.envs.actions import N_ACTIONS
+from wfrl.envs.base import OBS_DIM
 from wfrl.features import BELIEF_DIM, MEM_DIM, TRUTH_DIM
 from wfrl.workflow import COND_DIM
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from wfrl.envs.base import N_ACTIONS
+from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.netspec import IN_DIM, n_params
 
 

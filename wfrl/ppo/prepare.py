@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from wfrl.envs.base import N_ACTIONS
+from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.batch import Batch
 
 

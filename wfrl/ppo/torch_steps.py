@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from wfrl.envs.base import N_ACTIONS
+from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.head import head_loss, head_pass
 from wfrl.ppo.optim import clip_grad_norm
 from wfrl.ppo.policy import ActorCritic

@@ -43,6 +43,7 @@ from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
                          write_csv_atomic, write_json)
 from wfrl.workflow import Workflow, all_workflows
+from wfrl.stats import standard_error
 
 COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
                     "Run_Rewards", "Run_Compliance"]
@@ -127,7 +128,7 @@ def combine(paths, target: Path, progress=None) -> Path:
     for j, wf in enumerate(all_workflows()):
         rs = rewards[:, j]
         out_rows.append({"Workflow": str(wf), "Workflow_ID": wf.index, "Reward": round(float(rs.mean()), 4),
-                    "Reward_SE": round(float(rs.std(ddof=1) / np.sqrt(n)) if n > 1 else
+                    "Reward_SE": round(standard_error(rs) if n > 1 else
                                        float(tables[0][wf.index]["Reward_SE"]), 4),
                     "Compliance": round(float(compliance[:, j].mean()), 4),
                     "Runs": n, "Run_Rewards": " ".join(f"{r:.3f}" for r in rs),

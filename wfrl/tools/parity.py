@@ -24,9 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wfrl.envs.base import EP_LEN, N_ACTIONS, N_HOSTS, OBS_DIM
+from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.envs.base import EP_LEN, OBS_DIM
 from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
 from wfrl.errors import UserError
+from wfrl.envs.actions import REMOVE_FIRST, RESTORE_FIRST, SLEEP
+from wfrl.stats import mean_se
 
 Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile
 
@@ -39,11 +42,11 @@ def blue_action(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator) 
     if policy == "react-restore":
         comp = obs[3::4]  # second compromised bit: User or Privileged
         hosts = np.flatnonzero(comp)
-        return 132 + int(hosts[0]) if len(hosts) else 0
+        return RESTORE_FIRST + int(hosts[0]) if len(hosts) else SLEEP
     if policy == "react-remove":
         exploit = obs[1::4]
         hosts = np.flatnonzero(exploit)
-        return 15 + int(hosts[0]) if len(hosts) else 0
+        return REMOVE_FIRST + int(hosts[0]) if len(hosts) else SLEEP
     if policy == "decoy":
         return 28 + (37 * t) % 104
     if policy == "decoy-restore":
@@ -61,7 +64,7 @@ def blue_actions(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator)
     if policy in ("react-restore", "react-remove"):
         bits = obs[:, 3::4] if policy == "react-restore" else obs[:, 1::4]
         any_ = bits.any(axis=1)
-        base = 132 if policy == "react-restore" else 15
+        base = RESTORE_FIRST if policy == "react-restore" else REMOVE_FIRST
         return np.where(any_, base + bits.argmax(axis=1), 0).astype(np.int32)
     if policy == "decoy":
         return np.full(n, 28 + (37 * t) % 104, np.int32)
@@ -148,11 +151,9 @@ def concat_records(parts) -> EpisodeRecords:
                             for f in EpisodeRecords.__dataclass_fields__))
 
 
-def mean_se(x) -> dict:
-    x = np.asarray(x, dtype=np.float64)
-    n = len(x)
-    return {"mean": float(x.mean()), "se": float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-            "n": n}
+def mean_se_dict(x) -> dict:
+    mean, se = mean_se(x)
+    return {"mean": mean, "se": se, "n": len(x)}
 
 
 def equivalence_margin(cyborg_returns) -> float:
@@ -162,7 +163,7 @@ def equivalence_margin(cyborg_returns) -> float:
 
 def tost(sim_returns, cyborg_returns, alpha: float = 0.05) -> dict:
     """Two one-sided tests (normal approximation, Welch standard error) of |μ_sim − μ_cyborg| < δ."""
-    s, c = mean_se(sim_returns), mean_se(cyborg_returns)
+    s, c = mean_se_dict(sim_returns), mean_se_dict(cyborg_returns)
     diff = s["mean"] - c["mean"]
     se = math.sqrt(s["se"] ** 2 + c["se"] ** 2)
     margin = equivalence_margin(cyborg_returns)

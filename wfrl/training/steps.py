@@ -17,6 +17,7 @@ import numpy as np
 
 from wfrl.ppo.batch import to_batch
 from wfrl.workflow import FIRST_FIX_BONUS, Workflow
+from wfrl.stats import mean_se
 
 LOG_COLUMNS = [
     "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",
@@ -26,12 +27,6 @@ LOG_COLUMNS = [
 ]
 # Columns that hold wall-clock measurements (differ between otherwise identical runs).
 TIMING_COLUMNS = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
-
-
-def _mean_se(x):
-    x = np.asarray(x, dtype=np.float64)
-    se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
-    return float(x.mean()), se
 
 
 def first_fix_reward(ppo_cfg, collector) -> float:
@@ -254,10 +249,9 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
                                 first_episode + len(returns), k, spread=True)
         returns += [e.env_return for e in eps]
         comps += [e.compliance for e in eps]
-    r = np.asarray(returns, dtype=np.float64)
-    se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else 0.0
-    return {"reward": round(float(r.mean()), 4), "se": round(se, 4),
-            "compliance": round(float(np.mean(comps)), 4), "n": len(r)}
+    mean, se = mean_se(returns)
+    return {"reward": round(mean, 4), "se": round(se, 4),
+            "compliance": round(float(np.mean(comps)), 4), "n": len(returns)}
 
 
 def batch_compliance(eps) -> float:
@@ -277,7 +271,7 @@ def log_row(wf, update, episodes, total_sampled, eps, ustats, t_collect, t_updat
     learner version of the weights that played the batch (behaviour_version(eps)); first_fix:
     the reward the learner added at each episode's first fix (first_fix_reward), counted into
     the alignment the row reports."""
-    env_r, env_se = _mean_se([e.env_return for e in eps])
+    env_r, env_se = mean_se([e.env_return for e in eps])
     align = float(np.mean([e.alignment + (first_fix if e.fixes else 0.0) for e in eps]))
     return {
         "Workflow_ID": wf.index, "Workflow_Order": str(wf), "Update": update,

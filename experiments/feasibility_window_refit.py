@@ -5,7 +5,9 @@ instead (read from the run's progress lines; same visits, so a counterfactual re
 
     .venv/bin/python -m experiments.feasibility_window_refit runs/feasibility
 """
-import json, re, sys
+import json
+import re
+import sys
 from pathlib import Path
 import numpy as np
 from wfrl.runlog import read_csv

@@ -4,7 +4,13 @@ signal is a hang, dumped with py-spy (its threads and its children's).
 
     python experiments/interrupt_race.py ROUNDS SEED
 """
-import os, random, signal, subprocess, sys, time, tempfile
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import tempfile
 PY = sys.executable
 rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 n = int(sys.argv[1])

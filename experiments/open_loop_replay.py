@@ -200,7 +200,6 @@ def main():
     backend = make_backend(backend_name, "B_lineAgent", seed=0)
     # check: the traced episode's own seed (CAGE2 protocol, seed 153)
     env_seed = int(episode_seeds(153, np.array([ep]))[0][0])
-    t0 = time.time()
     cacc, crew = play(backend, env_seed, actions)
     same = bool((cacc == trace_acc).all()) and bool(np.allclose(crew, trace_rew, atol=0.051))
     check = (f"check: traced episode {ep} (env seed {env_seed}, from episode_seeds(153, [{ep}])) "

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from wfrl.envs.actions import N_HOSTS
-from wfrl.evaluation.attribution import (IMPACT, N_COLUMNS, OTHER, PRIVILEGED_COST, CostRecorder, format_costs, step_costs, summarise)
+from wfrl.evaluation.attribution import (IMPACT, N_COLUMNS, OTHER, PRIVILEGED_COST, CostRecorder,
+                                         format_costs, step_costs, summarise)
 from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.cli import main
 from wfrl.evaluation.planner import PlanBudget

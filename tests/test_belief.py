@@ -60,6 +60,7 @@ def test_the_belief_finds_the_red_and_weighs_the_true_access():
         p = Planner(pol, 300, 1, 0, 1, 0.0, 1)
         p.reset(7, False, 4)
         truth_weight = []
+        a = 0
         for t in range(60):
             if t:
                 p.observe(a, obs)

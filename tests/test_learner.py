@@ -8,7 +8,6 @@ from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.ppo.batch import Batch, to_batch
 from wfrl.config.run import PPOConfig
 from wfrl.ppo.learner import PPOLearner
-from wfrl.ppo.prepare import Prepared
 from wfrl.ppo.netspec import IN_DIM, NumpyPolicy
 from wfrl.workflow import Workflow
 
@@ -607,7 +606,7 @@ def test_an_update_prepared_ahead_equals_one_prepared_in_place(stale, one_thread
                     for k, v in dataclasses.asdict(full).items()})
     batches = [full, part, full, part, full]
     ahead, plain = PPOLearner(cfg, seed=5), PPOLearner(cfg, seed=5)
-    used, real = [], Prepared.fits
+    used = []
     prepared = None
     for k, batch in enumerate(batches):
         nxt = None

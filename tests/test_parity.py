@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 from wfrl.config.tools import BLUE_POLICIES
-from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED, REFERENCE_VERSION, REFERENCES, load_reference, pair_key, run_episodes, run_sim_episodes, summarise, tost)
+from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
+                               REFERENCE_VERSION, REFERENCES, load_reference, pair_key,
+                               run_episodes, run_sim_episodes, summarise, tost)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS

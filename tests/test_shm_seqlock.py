@@ -5,7 +5,8 @@ from multiprocessing import get_context
 import numpy as np
 import pytest
 
-from wfrl.collect.shm import Attached, ReferenceWeightsBoard, SharedArrays, WeightsBoard, weights_spec
+from wfrl.collect.shm import (Attached, ReferenceWeightsBoard, SharedArrays, WeightsBoard,
+                              weights_spec)
 
 
 def _boards(n):

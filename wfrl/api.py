@@ -147,8 +147,9 @@ def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:
 def _run_api(settings: dict) -> dict:
     """wfrl.train() and wfrl.search(): train_run under the command's thread rule
     (OMP_NUM_THREADS=1 unless set, for this process's pools while it runs and for the workers it
-    starts, restored after), and where the run's policy is: {"run_dir", "checkpoint", "summary"}. config=FILE: the settings
-    of a TOML file or a run directory, as `--config FILE`; the other keywords win."""
+    starts, restored after), and where the run's policy is: {"run_dir", "checkpoint",
+    "summary"}. config=FILE: the settings of a TOML file or a run directory, as `--config FILE`;
+    the other keywords win."""
     if settings.get("config") is not None:
         from wfrl.config.files import load_settings_file
         from_file, _ = load_settings_file(settings["config"])

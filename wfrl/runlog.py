@@ -299,7 +299,8 @@ def load_checkpoint(path) -> dict:
             ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for damaged files
         reason = type(exc).__name__
-        raise UserError(f"cannot read checkpoint {path}: corrupt or not a torch file ({reason[:120]})") from None
+        raise UserError(f"cannot read checkpoint {path}: corrupt or not a torch file "
+                        f"({reason[:120]})") from None
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
         raise UserError(f"{path} is not a wfrl checkpoint")
     if ck.get("format_version") != CHECKPOINT_VERSION:

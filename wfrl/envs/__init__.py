@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
-from wfrl.envs.base import (BACKENDS, EP_LEN, OBS_DIM, RED_AGENTS, backend_engine, check_red_agent, is_leaderboard)
+from wfrl.envs.base import (BACKENDS, EP_LEN, OBS_DIM, RED_AGENTS, backend_engine, check_red_agent,
+                            is_leaderboard)
 
 ENV_ID = "wfrl/CAGE2-v0"
 # the registered combinations of the recipe's parts (wfrl.envs.memory_env, workflow_env), each

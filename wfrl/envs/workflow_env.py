@@ -131,9 +131,10 @@ class _Tracker:
 
 class WorkflowWrapper(gym.Wrapper):
     """A single CAGE2 env (wfrl.envs.make, or gymnasium.make("wfrl/CAGE2-v0")) conditioned on one
-    workflow: observations Box(0, 1, (d + 25,)) (d = 52 on the bare env), reward env + alignment, compliance in info (see the
-    module docstring). lam: the alignment weight λ (wfrl train's default 30); count_foothold:
-    count red's User0 foothold as compromised (the original system's rule)."""
+    workflow: observations Box(0, 1, (d + 25,)) (d = 52 on the bare env), reward env +
+    alignment, compliance in info (see the module docstring). lam: the alignment weight λ (wfrl
+    train's default 30); count_foothold: count red's User0 foothold as compromised (the original
+    system's rule)."""
 
     def __init__(self, env, workflow, lam: float = DEFAULT_LAMBDA, count_foothold: bool = False):
         super().__init__(env)

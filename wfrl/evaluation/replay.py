@@ -26,8 +26,8 @@ SUBNETS = (("User", ("User0", "User1", "User2", "User3", "User4")),
 ACCESS_COLOURS = ("#dfe8df", "#f0a030", "#c0282d")     # none, user, privileged
 ACCESS_NAMES = ("no access", "user", "privileged")
 class _PlanningAgent:
-    """A checkpoint's greedy policy improved by decision-time search (wfrl.evaluation.planner) behind the agent
-    interface; each episode's planner streams are keyed by its number within the replay."""
+    """A checkpoint's greedy policy improved by decision-time search (wfrl.evaluation.planner)
+    behind the agent interface; each episode's planner streams are keyed by its number within the replay."""
 
     def __init__(self, path: str, workflow: str | None, backend: str, red_agent: str, plan):
         from wfrl.evaluation.planner import PlanningPolicy

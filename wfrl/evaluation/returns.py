@@ -41,7 +41,8 @@ def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: 
 
 def summarise(stats) -> dict:
     mean, se = mean_se([s.env_return for s in stats])
-    return {"mean": mean, "se": se, "n": len(stats), "compliance": float(np.mean([s.compliance for s in stats])),
+    return {"mean": mean, "se": se, "n": len(stats),
+            "compliance": float(np.mean([s.compliance for s in stats])),
             "fixes": float(np.mean([s.fixes for s in stats]))}
 
 

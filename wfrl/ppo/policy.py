@@ -1,8 +1,8 @@
 """The order-conditioned actor-critic in torch (learning).
 
-Input: obs(52) ⊕ [memory block(66)] ⊕ [truth block(39)] ⊕ workflow one-hot(25) (wfrl.ppo.netspec). Two separate tanh MLPs of `hidden` units:
-actor → 145 logits, critic → 1 value. The flat-weights layout and the numpy twin used by rollouts
-live in wfrl.ppo.netspec (torch-free).
+Input: obs(52) ⊕ [memory block(66)] ⊕ [truth block(39)] ⊕ workflow one-hot(25)
+(wfrl.ppo.netspec). Two separate tanh MLPs of `hidden` units: actor → 145 logits, critic → 1
+value. The flat-weights layout and the numpy twin used by rollouts live in wfrl.ppo.netspec (torch-free).
 """
 from __future__ import annotations
 

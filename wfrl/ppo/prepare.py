@@ -67,10 +67,10 @@ class Prepared:
     stands when the update starts, made ahead on the thread that built the batch
     (PPOLearner.preparer) while the learner is still busy with the update before: the batch as
     tensors, the Compact plan, the epochs' permutations, and for every epoch the gathered input
-    rows, actions, masks, returns and per-minibatch normalised advantages. An update given one uses it only when it
-    fits exactly — the same batch size, epochs, minibatches and plan setting, and the learner's
-    generator at state_in (the permutations are then the ones the update would draw itself) —
-    and otherwise prepares nothing differently: it draws and gathers as before. Either way the
+    rows, actions, masks, returns and per-minibatch normalised advantages. An update given one
+    uses it only when it fits exactly — the same batch size, epochs, minibatches and plan
+    setting, and the learner's generator at state_in (the permutations are then the ones the
+    update would draw itself) — and otherwise prepares nothing differently: it draws and gathers as before. Either way the
     same numbers (tests/test_learner.py)."""
 
     def __init__(self, cfg, compact: bool, batch: Batch, gen_state: torch.Tensor, skip: int):

@@ -3,13 +3,14 @@
 Protocol (the same for all 120, so their rewards are comparable): the search's pretraining
 (`pretrain_episodes`, one random workflow per update, the run's seed) gives one base policy; each
 workflow starts from it (weights; a fresh optimiser) and trains `episodes_per_workflow` episodes in
-updates of `episodes_per_update` (no early stop; the same episode seeds for every workflow), then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
+updates of `episodes_per_update` (no early stop; the same episode seeds for every workflow),
+then `eval_episodes` episodes of the trained policy as it acts during training (sampling), on
 episode numbers reserved for evaluation. Reward is their mean env return with its standard error,
 Compliance their mean compliance. One training run per workflow leaves out the randomness of
 training itself (retraining a workflow from the same base moves its reward by ~1.5–3, as much as
 the gaps among the best 40), so `--repeats R` runs the protocol for R seeds (each with its own
-pretrained base) and combines them (see combine()). Rows are appended (and fsynced) one workflow at a time, so an
-interrupted run continues where it stopped when started again with the same --out.
+pretrained base) and combines them (see combine()). Rows are appended (and fsynced) one workflow
+at a time, so an interrupted run continues where it stopped when started again with the same --out.
 
 `--protocol conditioned` asks the same question without per-workflow training: ONE order-conditioned
 policy is trained on random workflows (`pretrain_episodes`, one random workflow per update, as the

@@ -41,7 +41,9 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, batch_compliance, behaviour_version, evaluate_policy, log_row, policy_payload, pretrain)
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, batch_compliance,
+                                 behaviour_version, evaluate_policy, log_row, policy_payload,
+                                 pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.runlog import (BASE_POLICY, CsvLog, RunDir, TensorBoardLog, checkpoint_path, eta,
                          load_checkpoint, locked_dir, save_checkpoint, truncate_csv,

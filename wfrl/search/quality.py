@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-ACQUISITIONS = ("constrained", "random")  # the search as shipped and its control
 from wfrl.runlog import read_csv
 from wfrl.search.exhaustive import load_exhaustive
+
+ACQUISITIONS = ("constrained", "random")  # the search as shipped and its control
 
 KS = (5, 10, 15, 20)
 

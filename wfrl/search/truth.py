@@ -36,8 +36,8 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version, log_row,
-                           pretrain)
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version,
+                                 log_row, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
 from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
                          write_csv_atomic, write_json)

@@ -149,8 +149,8 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
       and action (full_width), the autograd path it replaced, and the original one
       (to_batch with the Python memory twin, update_reference with masked_fill and unfused
       Adam), and the default learner on torch's public path (WFRL_TORCH_PUBLIC=1: opt.step(),
-      clip_grad_norm_, no split), alternated batch by batch (episodes/s of each, and the ratios); the first two on
-      learner_threads torch threads (a run's --learner-threads), the others on every CPU this
+      clip_grad_norm_, no split), alternated batch by batch (episodes/s of each, and the ratios);
+      the first two on learner_threads torch threads (a run's --learner-threads), the others on every CPU this
       process may use (reference_threads; torch's default where OMP_NUM_THREADS is unset), as
       they ran before that setting existed;
     - end_to_end: `wfrl train --workflow critical_first` with and without --overlap on

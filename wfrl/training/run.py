@@ -18,8 +18,8 @@ from wfrl.config.run import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version, log_row,
-                           policy_payload)
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version,
+                                 log_row, policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, read_csv,
                          save_checkpoint, truncate_csv, write_json)

@@ -70,8 +70,8 @@ class Prepared:
     rows, actions, masks, returns and per-minibatch normalised advantages. An update given one
     uses it only when it fits exactly — the same batch size, epochs, minibatches and plan
     setting, and the learner's generator at state_in (the permutations are then the ones the
-    update would draw itself) — and otherwise prepares nothing differently: it draws and gathers as before. Either way the
-    same numbers (tests/test_learner.py)."""
+    update would draw itself) — and otherwise prepares nothing differently: it draws and gathers
+    as before. Either way the same numbers (tests/test_learner.py)."""
 
     def __init__(self, cfg, compact: bool, batch: Batch, gen_state: torch.Tensor, skip: int):
         n = len(batch)

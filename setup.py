@@ -3,6 +3,7 @@
 Only the extension list and the global Cython directives live here; metadata is in pyproject.toml.
 Set WFRL_CYTHON_DEBUG=1 to build with bounds/wraparound checks and C asserts enabled.
 """
+import glob
 import os
 
 from Cython.Build import cythonize
@@ -34,15 +35,14 @@ extensions = [
         "wfrl._core",
         sources=["csrc/_core.pyx"],
         include_dirs=["csrc"],
-        depends=["csrc/wfrl_gae.h", "csrc/wfrl_buffer.h", "csrc/wfrl_types.h", "csrc/wfrl_rng.h",
-                 "csrc/wfrl_cage2.h", "csrc/wfrl_mlp.h", "csrc/wfrl_compliance.h",
-                 "csrc/wfrl_rollout.h", "csrc/wfrl_memory.h", "csrc/wfrl_truth.h",
-                 "csrc/wfrl_seqlock.h",
-                 "csrc/wfrl_vec.h", "csrc/wfrl_head.h", "csrc/wfrl_fastmath.h",
-                 "csrc/wfrl_update.h", "csrc/wfrl_plan.h", "csrc/wfrl_belief.h"],
+        # the C headers, the per-subject binding files _core.pyx includes and the .pxd it
+        # cimports: a change to any of them rebuilds the module
+        depends=sorted(glob.glob("csrc/*.h") + glob.glob("csrc/*.pxi") + glob.glob("csrc/*.pxd")),
         extra_compile_args=compile_args,
         define_macros=macros,
     ),
 ]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=directives))
+# include_path: where _core.pyx finds wfrl_c.pxd (its includes are found beside it)
+setup(ext_modules=cythonize(extensions, compiler_directives=directives,
+                            include_path=["csrc"]))

@@ -22,7 +22,8 @@ def _tracked(patterns):
 
 def _texts():
     files = _tracked(["README.md", "docs/*.md", "wfrl/*.py", "wfrl/**/*.py", "csrc/*.h",
-                      "csrc/*.pyx", "tests/*.py", "bench/*.py", "scripts/*", "experiments/*"])
+                      "csrc/*.pyx", "csrc/*.pxi", "csrc/*.pxd", "tests/*.py", "bench/*.py",
+                      "scripts/*", "experiments/*"])
     return [f for f in files if f.is_file() and f.name != "test_docs.py"]
 
 

@@ -1,0 +1,173 @@
+# The compiled CAGE2 simulator (csrc/wfrl_cage2.h): n envs stepped from Python, the red kinds its
+# reset takes, and an env's raw state (its bytes, blue table, red's access and own RNG).
+
+RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3}
+
+
+def red_kind_code(str red_agent, bint leaderboard=False):
+    """The red kind the C reset takes: the agent's RED_* code, with WFRL_RED_LEADERBOARD set to
+    play by the CybORG code the CAGE2 leaderboard was scored on (wfrl.envs.base.BACKENDS)."""
+    if red_agent not in RED_KINDS:
+        raise ValueError(f"unknown red agent {red_agent!r}")
+    return RED_KINDS[red_agent] | (WFRL_RED_LEADERBOARD if leaderboard else 0)
+
+
+cdef class Cage2Sim:
+    """n independent compiled CAGE2 envs against one red agent.
+
+    The env structs live in a numpy byte array owned by this object; the C code never allocates.
+    """
+    cdef wfrl_cage2 *envs
+    cdef readonly Py_ssize_t n
+    cdef readonly int red_kind
+    cdef object _storage
+
+    def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
+        if n <= 0:
+            raise ValueError("Cage2Sim needs at least one env")
+        self.n = n
+        self.red_kind = red_kind_code(red_agent, leaderboard)
+        self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, dtype=np.uint8)
+        cdef uint8_t[::1] raw = self._storage
+        cdef size_t addr = <size_t>&raw[0]
+        self.envs = <wfrl_cage2 *>((addr + 63) & ~(<size_t>63))
+        for i in range(n):
+            wfrl_cage2_reset(&self.envs[i], i, self.red_kind)
+
+    cdef inline wfrl_cage2 *_env(self, Py_ssize_t i) except NULL:
+        if i < 0 or i >= self.n:
+            raise IndexError(f"env {i} outside [0, {self.n})")
+        return &self.envs[i]
+
+    def reset(self, Py_ssize_t i, uint64_t seed):
+        """Start a new episode of env i from `seed`; returns (obs float32[52], red_access uint8[13])."""
+        cdef wfrl_cage2 *e = self._env(i)
+        wfrl_cage2_reset(e, seed, self.red_kind)
+        obs = np.zeros(WFRL_OBS_DIM, dtype=np.float32)
+        ra = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        cdef uint8_t[::1] rav = ra
+        wfrl_cage2_red_access(e, &rav[0])
+        return obs, ra
+
+    def step(self, Py_ssize_t i, int action):
+        """One blue step of env i → (obs float32[52], reward float, red_access uint8[13])."""
+        cdef wfrl_cage2 *e = self._env(i)
+        if action < 0 or action >= WFRL_N_ACTIONS:
+            raise ValueError(f"action {action} outside [0, {WFRL_N_ACTIONS})")
+        obs = np.empty(WFRL_OBS_DIM, dtype=np.float32)
+        ra = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        cdef float[::1] ov = obs
+        cdef uint8_t[::1] rav = ra
+        cdef int r10 = wfrl_cage2_step(e, action, &ov[0], &rav[0])
+        return obs, r10 / 10.0, ra
+
+    def reset_batch(self, const uint64_t[::1] seeds, float[:, ::1] obs, uint8_t[:, ::1] red_access):
+        """Reset every env i with seeds[i]; writes the first obs and red_access of each."""
+        _need(seeds.shape[0] == self.n and obs.shape[0] == self.n and obs.shape[1] == WFRL_OBS_DIM
+              and red_access.shape[0] == self.n and red_access.shape[1] == WFRL_N_HOSTS,
+              "reset_batch: arrays must have n rows (obs [n, 52], red_access [n, 13])")
+        cdef Py_ssize_t i
+        with nogil:
+            for i in range(self.n):
+                wfrl_cage2_reset(&self.envs[i], seeds[i], self.red_kind)
+                wfrl_cage2_obs(&self.envs[i], &obs[i, 0])
+                wfrl_cage2_red_access(&self.envs[i], &red_access[i, 0])
+
+    def step_batch(self, const int32_t[::1] actions, float[:, ::1] obs, float[::1] reward,
+                   uint8_t[::1] done, uint8_t[:, ::1] red_access):
+        """Step all n envs at once without the GIL (no auto-reset: reset done envs yourself)."""
+        _need(actions.shape[0] == self.n and obs.shape[0] == self.n
+              and obs.shape[1] == WFRL_OBS_DIM and reward.shape[0] == self.n
+              and done.shape[0] == self.n and red_access.shape[0] == self.n
+              and red_access.shape[1] == WFRL_N_HOSTS,
+              "step_batch: arrays must have n rows (obs [n, 52], red_access [n, 13])")
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if actions[i] < 0 or actions[i] >= WFRL_N_ACTIONS:
+                raise ValueError(f"actions[{i}]={actions[i]} outside [0, {WFRL_N_ACTIONS})")
+        with nogil:
+            wfrl_cage2_step_batch(self.envs, self.n, &actions[0], &obs[0, 0], &reward[0], &done[0],
+                                  &red_access[0, 0])
+
+    def random_rollout(self, Py_ssize_t i, int64_t n_steps, uint64_t seed):
+        """Step env i n_steps times with uniform random actions in C (new episode every 100 steps);
+        returns the summed reward. For measuring the simulator's own per-step cost."""
+        cdef wfrl_cage2 *e = self._env(i)
+        cdef int64_t total
+        with nogil:
+            total = wfrl_cage2_random_rollout(e, n_steps, seed)
+        return total / 10.0
+
+    def last_red_action(self, Py_ssize_t i):
+        """Red's action in env i's last step: (kind 0 sleep, 1 DiscoverRemoteSystems (target a
+        subnet: 0 user, 1 enterprise, 2 operational), 2 DiscoverNetworkServices, 3
+        ExploitRemoteService, 4 PrivilegeEscalate, 5 Impact (target a host); success 0/1)."""
+        cdef wfrl_cage2 *e = self._env(i)
+        return int(e.last_red_type), int(e.last_red_target), int(e.prev_success == 1)
+
+    def decoys(self, Py_ssize_t i):
+        """Decoys in place on env i's hosts: uint8[13], bit k = kind k of wfrl.features
+        .DECOY_KINDS."""
+        cdef wfrl_cage2 *e = self._env(i)
+        out = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
+        for h in range(WFRL_N_HOSTS):
+            out[h] = (e.decoys[h] & 0x7F) | (0x80 if e.n_vsftpd[h] else 0)
+        return out
+
+    def steps_taken(self, Py_ssize_t i):
+        return self._env(i).t
+
+    def ot_running(self, Py_ssize_t i):
+        return bool(self._env(i).ot_running)
+
+
+def mixed_red_kind(uint64_t seed):
+    """The red agent (0 B_line, 1 Meander) the mixed red plays in the episode with this env seed."""
+    return wfrl_mixed_red_kind(seed)
+
+
+CAGE2_STATE_BYTES = sizeof(wfrl_cage2)
+CAGE2_STATE_RNG_OFFSET = offsetof_rng      # bytes before the env's RNG: its state without it
+
+
+def cage2_state(Cage2Sim sim, Py_ssize_t i):
+    """The raw state of env i of sim (bytes, CAGE2_STATE_BYTES long; its RNG is the tail from
+    CAGE2_STATE_RNG_OFFSET on)."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    return (<char *>e)[:sizeof(wfrl_cage2)]
+
+
+def set_cage2_state(Cage2Sim sim, Py_ssize_t i, bytes state):
+    """Overwrite env i of sim with a raw state from cage2_state."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    _need(len(state) == sizeof(wfrl_cage2), f"a state has {sizeof(wfrl_cage2)} bytes")
+    memcpy(e, <const char *>state, sizeof(wfrl_cage2))
+
+
+def set_cage2_comp(Cage2Sim sim, Py_ssize_t i, const uint8_t[::1] comp):
+    """Overwrite env i's blue table (0 no, 1 unknown, 2 user, 3 privileged per host)."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    _need(comp.shape[0] == WFRL_N_HOSTS, "comp must have 13 entries")
+    cdef Py_ssize_t h
+    for h in range(WFRL_N_HOSTS):
+        _need(comp[h] <= 3, "comp entries lie in 0..3")
+        e.comp[h] = comp[h]
+
+
+def seed_cage2_rng(Cage2Sim sim, Py_ssize_t i, uint64_t seed):
+    """Reseed env i's own RNG (wfrl_rng_seed), leaving the rest of its state as it is."""
+    cdef wfrl_cage2 *e = sim._env(i)
+    wfrl_rng_seed(&e.rng, seed)
+
+
+def cage2_red_access(Cage2Sim sim, Py_ssize_t i):
+    """Red's access per host in env i of sim now: uint8[13] (0 none, 1 user, 2 privileged)."""
+    out = np.empty(WFRL_N_HOSTS, np.uint8)
+    cdef uint8_t[::1] ov = out
+    wfrl_cage2_red_access(sim._env(i), &ov[0])
+    return out
+
+
+def cage2_red_kind(Cage2Sim sim, Py_ssize_t i):
+    """The red agent env i of sim plays (0 B_line, 1 Meander, 2 Sleep)."""
+    return sim._env(i).red_kind

@@ -203,3 +203,47 @@ cdef class FilterBlock:
 
     def fits(self, Policy policy):
         return policy.p.belief == self.particles and policy.p.belief_reds == self.red_set
+
+
+cdef class ParticleFilter:
+    """One particle filter (csrc/wfrl_belief.h) on its own, for a belief block outside the rollout
+    loop and the planner (wfrl.envs.memory_env.VecBeliefWrapper): reset(red_set, leaderboard,
+    key), then observe(action, obs) after each step; belief_features() reads the block. Its random
+    streams are the planner's: Planner(..., seed).reset(red_set, leaderboard, key) holds the same
+    particles. Its plain twin is wfrl.features.ParticleFilterReference."""
+    cdef wfrl_filter flt
+    cdef readonly int particles
+    cdef readonly uint64_t seed
+    cdef object _storage
+
+    def __cinit__(self, int particles, uint64_t seed=0):
+        _need(1 <= particles <= WFRL_FILTER_MAX_PARTICLES,
+              f"belief particles must lie in 1..{WFRL_FILTER_MAX_PARTICLES}")
+        self.particles, self.seed = particles, seed
+        self._storage = np.zeros(wfrl_filter_bytes(particles) + 64, np.uint8)
+        wfrl_filter_init(&self.flt, _aligned(self._storage), particles, 7, False)
+
+    def reset(self, int red_set, bint leaderboard=False, uint64_t key=0):
+        """Start an episode: particles drawn from the red kinds in red_set (PLAN_RED_* bits),
+        playing by the leaderboard's code if asked; key with the seed fixes the random stream."""
+        _need(0 < red_set < 8, "red_set: a non-empty combination of PLAN_RED_* bits")
+        self.flt.red_set = red_set
+        self.flt.leaderboard = leaderboard
+        wfrl_filter_reset(&self.flt, wfrl_stream_seed(self.seed, key, 1))
+
+    def observe(self, int action, const float[::1] obs):
+        """The update after `action` led to `obs`; returns the exact survivors (0: the fallback
+        rule kept the nearest particles)."""
+        _need(0 <= action < WFRL_N_ACTIONS, f"action {action} outside [0, {WFRL_N_ACTIONS})")
+        _need(obs.shape[0] == WFRL_OBS_DIM, "observe: obs must have 52 entries")
+        cdef int n
+        with nogil:
+            n = wfrl_filter_observe(&self.flt, action, &obs[0])
+        return n
+
+    def belief_features(self):
+        """The belief block of the particles now: float32 [BELIEF_DIM]."""
+        out = np.empty(WFRL_BELIEF_DIM, np.float32)
+        cdef float[::1] ov = out
+        wfrl_belief_features(self.flt.parts, self.particles, &ov[0])
+        return out

@@ -94,6 +94,9 @@ cdef extern from "wfrl_belief.h" nogil:
         int64_t n_observed, n_fallbacks
     size_t wfrl_filter_bytes(int n)
     uint8_t *wfrl_filter_init(wfrl_filter *f, void *block, int n, int red_set, int leaderboard)
+    uint64_t wfrl_stream_seed(uint64_t seed, uint64_t key, uint64_t stream)
+    void wfrl_filter_reset(wfrl_filter *f, uint64_t seed)
+    int wfrl_filter_observe(wfrl_filter *f, int action, const float *obs)
     size_t wfrl_belief_align(size_t n)
     void wfrl_belief_features(const wfrl_cage2 *parts, int n, float *out)
 

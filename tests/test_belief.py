@@ -5,8 +5,8 @@ the true red kind sorted out, the true access held with weight."""
 import numpy as np
 import pytest
 
-from wfrl._core import (BELIEF_DIM, PLAN_RED_MEANDER, Cage2Sim, Planner, cage2_red_access,
-                        cage2_red_kind)
+from wfrl._core import (BELIEF_DIM, PLAN_RED_MEANDER, Cage2Sim, ParticleFilter, Planner,
+                        cage2_red_access, cage2_red_kind)
 from wfrl.features import TRUTH_DIM, ParticleFilterReference, belief_features
 from test_plan import _episode_obs, _policy
 
@@ -23,13 +23,17 @@ def test_the_plain_block_of_known_particles():
 @pytest.mark.parametrize("red_set,leaderboard,red", [(7, False, "B_lineAgent"),
                                                      (7, True, "RedMeanderAgent"),
                                                      (PLAN_RED_MEANDER, True, "RedMeanderAgent")])
-def test_compiled_block_equals_the_plain_twin_step_by_step(red_set, leaderboard, red):
+@pytest.mark.parametrize("compiled", ["planner", "filter"])
+def test_compiled_block_equals_the_plain_twin_step_by_step(red_set, leaderboard, red, compiled):
+    """Both compiled holders of a filter: the planner's and the filter on its own (the belief
+    wrapper's), with the same random streams."""
     rng = np.random.default_rng(8)
     actions = rng.integers(0, 145, 30)
     obs = _episode_obs(red, 21, actions)
     obs[17] = np.ones(52, np.float32)     # an observation no particle explains: the fallback
     n, seed, key = 60, 9, 5
-    c = Planner(_policy(), n, 1, 0, 1, 0.0, seed)
+    c = (Planner(_policy(), n, 1, 0, 1, 0.0, seed) if compiled == "planner"
+         else ParticleFilter(n, seed))
     c.reset(red_set, leaderboard, key)
     ref = ParticleFilterReference(n, seed)
     ref.reset(red_set, leaderboard, key)

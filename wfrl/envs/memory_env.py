@@ -231,7 +231,7 @@ class VecBeliefWrapper(VectorWrapper):
     """A CAGE2 VectorEnv whose observations carry each env's belief block: [n, d + BELIEF_DIM]
     (wfrl.features.BELIEF_DIM = 42: per host the share of particles in which red has no, user or
     privileged access, then the share of each red kind), from a compiled particle filter per env
-    (csrc/wfrl_plan.h, wfrl_belief.h) fed the env's observations and the actions taken.
+    (csrc/wfrl_belief.h, wfrl._core.ParticleFilter) fed the env's observations and the actions taken.
 
     particles: N per env; red: the particles' red kinds ("mixture": B_line, Meander and Sleep in
     equal shares, or one red agent's name); leaderboard: the particles play by the leaderboard's
@@ -256,12 +256,7 @@ class VecBeliefWrapper(VectorWrapper):
         self._resets_next = np.zeros(n, np.bool_)   # NEXT_STEP: these envs reset at their next step
         self._leaderboard = bool(leaderboard)
         self._seed = int(seed)
-        weights = np.zeros(_core.mlp_n_params(1, _core.in_dim(False)), np.float32)
-        cond = np.zeros(25, np.float32)
-        # the Planner is used for its belief only: it never asks this policy for an action
-        idle = _core.Policy(weights, 1, cond, np.arange(5, dtype=np.uint8), 0.0)
-        self._filters = [_core.Planner(idle, self.particles, 1, 0, 1, 0.0, self._seed)
-                         for _ in range(n)]
+        self._filters = [_core.ParticleFilter(self.particles, self._seed) for _ in range(n)]
         self._episodes = np.zeros(n, np.int64)
         self.features = np.zeros((n, BELIEF_DIM), np.float32)
         d = env.single_observation_space.shape[0]

@@ -210,3 +210,38 @@ def test_relative_paths_rewrites_a_runs_absolute_paths(tmp_path):
     assert (rec / "seed0" / "closing.txt").read_text() == "search done\nrecords in runs/seed0\n"
     assert _run("relative_paths.py", "--check", rec).returncode == 0
     assert _run("relative_paths.py", tmp_path / "missing").returncode == 2
+
+
+def _wfrl_imports(path: pathlib.Path):
+    """(line, module, name) of every `from wfrl… import name` in a source file, at any depth."""
+    import ast
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module == "wfrl" or node.module.startswith("wfrl.")):
+            for alias in node.names:
+                yield node.lineno, node.module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("wfrl."):
+                    yield node.lineno, alias.name, None
+
+
+@pytest.mark.parametrize("folder", ["experiments", "scripts", "bench", "examples"])
+def test_the_wfrl_names_every_script_imports_exist(folder):
+    """Scripts run only for their records are compiled, never run, in the suite: a rename in wfrl
+    would break them silently. Every wfrl module and name they import (at any depth) resolves."""
+    import importlib
+    missing = []
+    for p in sorted((ROOT / folder).rglob("*.py")):
+        for line, module, name in _wfrl_imports(p):
+            try:
+                mod = importlib.import_module(module)
+            except ImportError as exc:
+                missing.append(f"{p.relative_to(ROOT)}:{line}: {module} ({exc})")
+                continue
+            if name is not None and not hasattr(mod, name):
+                try:
+                    importlib.import_module(f"{module}.{name}")
+                except ImportError:
+                    missing.append(f"{p.relative_to(ROOT)}:{line}: {module}.{name}")
+    assert not missing, "imports that no longer resolve:\n" + "\n".join(missing)

@@ -6,8 +6,8 @@ have stopped their workers. What Python does at exit is then done here in its or
 join the threads that are not daemons (thread pools told to stop first), run every exit handler
 (the multiprocessing and Ray handlers, shared memory released, any registered elsewhere) — and
 the process leaves with the command's exit code, skipping only the last part: tearing down every
-module torch, scikit-learn and matplotlib loaded, 1.0 s of every run on the 2-core machine,
-which changes nothing on disk. SIGTERM's SystemExit(143) leaves the same way; a command that
+module torch, scikit-learn and matplotlib loaded (its cost: docs/learner.md), which changes
+nothing on disk. SIGTERM's SystemExit(143) leaves the same way; a command that
 raises anything else exits the ordinary way. The quick exit calls CPython's private
 threading._shutdown and atexit._run_exitfuncs, so it is taken only on the Python versions it was
 measured on (MEASURED_PYTHON; bench/test_bench_train.py times both exits side by side and fails

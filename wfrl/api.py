@@ -24,17 +24,10 @@ SPIN_COUNT = "10000"
 
 def quiet_openmp(environ) -> None:
     """GOMP_SPINCOUNT=10000 for this process and its workers, unless the user set it or an
-    OMP_WAIT_POLICY. How long an idle OpenMP thread spins before it sleeps: 300,000 turns of
-    `pause` by default. It matters where torch's OpenMP pool has more than one thread (the
-    user's OMP_NUM_THREADS, --learner-threads N): with two in a default run, the pool worked only
-    for the orthogonal initialisation of each visit's new learner (MKL's QR), and then its idle
-    thread spun for 3.2 of the first 50 s (0.2 s with this setting), CPU taken from the
-    collectors and the learner. 10,000 turns (well under a millisecond) still hand back-to-back
-    operations of a multi-threaded learner (--learner-threads N) or of `wfrl bench train`'s
-    comparison paths over without a sleep: their rates are unchanged (docs/learner.md), where
-    OMP_WAIT_POLICY=PASSIVE (no spin at all) slowed them. It changes when an idle thread
-    sleeps, never what a computation gives (the same training log). Must run before torch is
-    imported: OpenMP reads it once, when it loads."""
+    OMP_WAIT_POLICY: an idle OpenMP thread of a multi-threaded pool sleeps after well under a
+    millisecond instead of spinning on the collectors' and the learner's cores (figures:
+    docs/learner.md, "Threads"). It changes when an idle thread sleeps, never a result. Must run
+    before torch is imported: OpenMP reads it once, when it loads."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
         return
     environ["GOMP_SPINCOUNT"] = SPIN_COUNT

@@ -39,7 +39,8 @@ BACKENDS = ENGINES + tuple(e + LEADERBOARD for e in ENGINES)
 
 # What a viewer reads from a backend after a step (wfrl.evaluation.replay), where the backend offers it:
 # last_red_action() -> (one of RED_ACTIONS, target: a subnet of RED_SUBNETS, a host or "", success)
-# and decoys() -> uint8[13], bit k set when decoy kind k (wfrl.features.DECOY_KINDS) is in place.
+# and decoys() -> uint8[13], bit k set when decoy kind k (wfrl.envs.actions.DECOY_KINDS) is in
+# place.
 RED_ACTIONS = ("Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices", "ExploitRemoteService",
                "PrivilegeEscalate", "Impact")
 RED_SUBNETS = ("User", "Enterprise", "Operational")

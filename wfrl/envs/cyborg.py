@@ -29,7 +29,7 @@ _INSTALL_HINT = ("the cyborg backend needs the [cyborg] extra: pip install 'wfrl
 
 _HOST_INDEX = {h: i for i, h in enumerate(HOSTS)}
 _PRIVILEGED = ("root", "SYSTEM")
-# The process name of each decoy kind (wfrl.features.DECOY_KINDS order).
+# The process name of each decoy kind (wfrl.envs.actions.DECOY_KINDS order).
 _DECOY_PROCESS = ("apache", "femitter", "haraka", "smss", "sshd", "svchost", "tomcat", "vsftpd")
 
 
@@ -178,7 +178,7 @@ class CybORGBackend:
         return name, str(target), ok
 
     def decoys(self) -> np.ndarray:
-        """Decoys in place per host (uint8[13], bit k: wfrl.features.DECOY_KINDS[k]), read from
+        """Decoys in place per host (uint8[13], bit k: wfrl.envs.actions.DECOY_KINDS[k]), read from
         the decoy processes of the true state."""
         from csle_cyborg.shared.enums import DecoyType
         out = np.zeros(N_HOSTS, np.uint8)

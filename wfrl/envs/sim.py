@@ -57,7 +57,7 @@ class SimBackend:
         return RED_ACTIONS[kind], where, bool(ok)
 
     def decoys(self):
-        """Decoys in place per host (uint8[13], bit k: wfrl.features.DECOY_KINDS[k])."""
+        """Decoys in place per host (uint8[13], bit k: wfrl.envs.actions.DECOY_KINDS[k])."""
         return self.sim.decoys(0)
 
     def close(self) -> None:

@@ -117,8 +117,8 @@ class Cage2VectorEnv(VectorEnv):
         self._core = _core.Cage2Vec(kinds, _MODE_CODES[self.autoreset_mode],
                                     initial_seeds(seed, self.num_envs), self.max_steps)
         # copy=True: from this many envs on, fresh arrays are handed to each step to write into
-        # instead of copying the results afterwards (measured: ~15 % faster at 4,096 envs, the
-        # same at 1,024, slower below, where allocating five arrays costs more than the copy)
+        # instead of copying the results afterwards; below it the copy is cheaper than five
+        # allocations (docs/benchmarks.md, "The vector env")
         self._fresh = self.copy and self.num_envs >= _WRITE_INTO_FRESH_FROM
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._all.flags.writeable = False

@@ -39,7 +39,7 @@ _EAGER = {n: _undecorated(n) for n in ("add_param_group", "state_dict", "load_st
 class EagerAdam(torch.optim.Adam):
     """torch.optim.Adam whose add_param_group (which __init__ calls), state_dict, load_state_dict
     and zero_grad run torch's own functions without their _disable_dynamo wrapper. The wrapper
-    imports torch._dynamo (about 800 modules, 1.9 s on the 2-core machine) on a first call only
+    imports torch._dynamo (about 800 modules; its cost: docs/learner.md) on a first call only
     to mark the method as not to be traced by torch.compile; wfrl never compiles. The same code
     runs, on this class's objects only: torch itself and every other optimiser are untouched."""
 
@@ -102,7 +102,7 @@ class FusedAdamSteps:
         """Before the first step of a plain fused Adam: its state as torch.optim.Adam creates it
         (a float32 step of 0 and zero moments per parameter), so that the first step too is the
         kernel call of _adam_params — the same numbers as opt.step() (tests/test_learner.py),
-        without the torch._dynamo import its decorator makes on first use (1.9 s)."""
+        without the torch._dynamo import its decorator makes on first use."""
         opt = self.opt
         params = opt.param_groups[0]["params"]
         if not self._adam_plain() or any(opt.state.get(p) for p in params):

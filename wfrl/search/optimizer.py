@@ -57,86 +57,39 @@ ACQUISITIONS = ("constrained", "ucb", "random", "original")
 STATE_KIND = "wfrl/workflow-optimizer"
 STATE_VERSION = 1
 COMPLIANCE_CLIP = (0.01, 0.999)
-# The feasibility model sees compliance clipped at compliance_ceiling(θ) = 1 − (1 − θ) / 5 (0.99
-# at θ = 0.95; never above COMPLIANCE_CLIP[1]). Above it a difference says nothing about θ, but
-# on the logit scale 0.99 → 0.999 spans 2.3 units, more than θ's whole margin to 0.97: with the
-# old ceiling of 0.999 the ARD weights explained noise among the followable class (0.989 against
-# 0.998) by relations, and carried it into a class near θ as a prediction of "unfollowable". With
-# the feasibility RBF local (FEAS_MAX_LENGTH_SCALE), refitted to the visits of ten default
-# searches per CybORG code, the feasible set agrees with the ground truth's (≥ 95 % of the 120) in
-# 10 and 10 of 10 searches, against 8 and 6 before (docs/results/search/2026-11-28_feasibility_refit;
-# ten new searches per code: 8 and 8, every miss a base whose own visits put a class at θ).
+# Why each constant below has its value, and what it was worth: docs/search-choices.md.
+# The feasibility model sees compliance clipped at 1 − (1 − θ)·CEILING_FRACTION: above it a
+# difference says nothing about θ, yet spans more logit than θ's margin.
 CEILING_FRACTION = 0.2
 ORIGINAL_BETA = 2.0
-# The first N_INIT asks of the constrained acquisition are a design, not model-driven: each the
-# workflow farthest (Kendall distance) from all told so far. With one or two observations the
-# fitted GPs are guesses, and a product with P(feasible) then locks onto the first feasible
-# workflow (measured on the planted benchmark: one workflow took 17 of 20 evaluations).
+# The first N_INIT asks are a design (each the workflow farthest from all told): with one or two
+# observations the fitted GPs are guesses, and the product with P(feasible) locks on.
 N_INIT = 3
-# P(feasible) enters the product as min(1, P / PF_CAP), and workflows below PF_MIN are set aside
-# (their score × 1e-3) while any workflow reaches PF_MIN (see PF_FLOOR_RULE): a workflow at least
-# PF_CAP likely to be feasible is not discounted against one known feasible (without the cap a
-# coin-toss workflow is worth half a known-feasible one and the search re-measures what it has
-# instead of exploring), and one predicted infeasible is not visited while there is an
-# alternative. Planted benchmark, 20 runs (instances 0-4, seeds 0-3), K = 15, top-5-or-2-SE /
-# infeasible evaluations after the 5th: plain product 70 % / 22 % (instances 0-3), cap 0.7
-# 80 % / 30 %, cap 0.9 + floor 0.7 85 % / 18 %.
+# P(feasible) enters the product as min(1, P / PF_CAP); below PF_MIN a workflow is set aside
+# (score × 1e-3) while any workflow reaches PF_MIN (PF_FLOOR_RULE: which ones count).
 PF_CAP = 0.9
 PF_MIN = 0.7
-# The feasibility GP may not explain all observations by one global shift (a long length scale):
-# after a run of infeasible visits, workflows far from all of them must stay a coin toss, or the
-# search has nothing to steer by. It is held at the smallest length scale the GP allows (1.5:
-# one swap apart correlate 0.41, five swaps 0.01), so that what reaches far is the relations'
-# linear part and the shared offset, and the RBF part is a local correction. At 3 (five swaps
-# apart correlate 0.33) one visit's departure spread over a third of the 120 workflows: in the
-# default searches on CAGE2 it pulled unvisited members of a class at 0.97 below θ = 0.95.
+# The feasibility RBF stays local, so that far from infeasible visits a workflow stays a coin
+# toss; what reaches far is the relations' linear part and the shared offset.
 FEAS_MAX_LENGTH_SCALE = 1.5
-# The feasibility GP's linear part has one weight per pairwise-order relation (automatic
-# relevance determination, wfrl.search.gp): a rule such as "user before enterprise is
-# infeasible" is one relation, and ARD lets the likelihood single it out where an isotropic
-# linear term spreads it over all ten. Planted benchmark, 20 runs, after 20 evaluations:
-# predicted feasible set right on 92.5 % of the 120 workflows (median 98.8 %) against 89.6 %
-# (median 90.4 %) isotropic; infeasible evaluations after the 5th 25 % against 30 %.
+# One linear weight per pairwise-order relation (ARD): a one-relation rule is one coordinate.
 FEAS_LINEAR = "ard"
 FEAS_MIN_SIGNAL = 0.25
-# The feasibility GP learns one offset shared by all workflows (variance ≤ FEAS_BIAS on the logit
-# scale) on top of its prior mean logit(θ). Without it, the ±1 relation coordinates put the two
-# sides of a relation symmetrically about θ: on the recipe's ground truth (enterprise before user
-# ≈ 0.998, after it ≈ 0.967, both followable) the after-side was predicted unfollowable wherever
-# no visit was near. It costs on the planted benchmark (100 runs, where a feasible and an
-# infeasible class straddle θ): top-5-or-2-SE after 15 evaluations 79 % against 92 % without it,
-# infeasible evaluations after the 5th 22 % against 19 % (docs/results/search/).
+# One offset shared by all workflows (variance ≤ FEAS_BIAS on the logit scale): without it a
+# relation's two sides sit symmetrically about θ, and a followable side reads unfollowable.
 FEAS_BIAS = 4.0
-# The reward GP is fitted twice, with two priors. With feasible observations of two or three
-# distinct workflows, maximum likelihood can explain them as "flat and noisy" (RBF length scale at
-# its upper bound, signal variance at its floor): unvisited workflows then look as certain as the
-# incumbent and the search re-measures it. The acquisition (scores(), ask()) therefore uses a
-# reward GP whose prior insists that workflows may differ (ACQ_REWARD_*: length scale ≤ 4, signal
-# variance ≥ 1 in standardised units), while posterior(), recommend() and report() use the one
-# fitted as before (REWARD_*): forcing a workflow effect into the model that answers "which is
-# best, and is it distinguishable?" makes it find one in pure noise (40 noise-only observations
-# no longer end with "no workflow is distinguishable from the best", tests/test_optimizer.py).
-# Planted benchmark, the same 100 runs (docs/search.md, "How good the search is"), K = 15,
-# top-5-or-2-SE: one model with the old prior 80 %; one model with the optimistic prior 90 %
-# (tie statement broken); the split: docs/results/search/2026-11-26_planted/planted_ablation.txt.
+# Two reward GPs: the acquisition steers by one whose prior keeps workflows able to differ
+# (ACQ_REWARD_*); the answer (posterior, recommend, report) uses REWARD_*, which finds no effect
+# in pure noise.
 REWARD_MAX_LENGTH_SCALE = 20.0
 REWARD_MIN_SIGNAL = 0.25
 ACQ_REWARD_MAX_LENGTH_SCALE = 4.0
 ACQ_REWARD_MIN_SIGNAL = 1.0
-# When the one workflow seen feasible is the only one at PF_MIN, a floor switched on by it sets
-# every other workflow aside and the search re-measures it (planted instance 4, seed 12: 12 of 15
-# evaluations on one workflow). "new": only a workflow not yet seen feasible switches the floor
-# on; "any": any workflow at PF_MIN does (the rule before the split).
+# "new": only a workflow not yet seen feasible switches the P(feasible) floor on; "any": any
+# workflow at PF_MIN does, and the one workflow seen feasible could then be re-measured alone.
 PF_FLOOR_RULE = "new"
-# The feasible set a search reports is P(feasible) ≥ 0.5. Of the workflows outside it, those
-# the model is not SURE_LEVEL sure fall short of θ (P(feasible) ≥ 1 − SURE_LEVEL) are counted
-# apart as "at θ": a search measures the policies of one base, and a base that puts a followable
-# class just below θ (visits at 0.936–0.951 where the ground truth's five runs put it at 0.970
-# and 0.975) makes that class a coin toss. Reporting only the sure ones as unfollowable was
-# tried and rejected: on CAGE2, where all 120 are followable, it agreed with the truth in more
-# searches, but on the planted benchmark, whose unfollowable workflows the search rightly
-# avoids visiting, it got 49 % of the 120 right after 15 visits against 94 %
-# (docs/results/search/2026-11-28_followable_level).
+# The feasible set a search reports is P(feasible) ≥ 0.5; of the others, those the model is not
+# SURE_LEVEL sure fall short of θ are reported apart as "at θ".
 SURE_LEVEL = 0.95
 
 
@@ -428,10 +381,8 @@ class WorkflowOptimizer:
         beats = np.mean(draws[:, [best]] > draws[:, feasible], axis=0)
         # Worse than the best only where the model says so AND the measurements do: the
         # workflow's own compliant visits trail the best's by more than a Bonferroni margin over
-        # the evaluated workflows. From one base's visits the model alone called 32 CAGE2
-        # workflows worse, 27 of them never visited, where the ground truth separates 1 (the
-        # default search from the shipped base, docs/search.md); and on 40 noisy visits with one
-        # real effect it called equal workflows worse too (tests/test_optimizer.py).
+        # the evaluated workflows. The model alone calls unvisited and equal workflows worse
+        # (docs/search-choices.md; tests/test_optimizer.py).
         measured = {w: m for w, m in self.measured(reward).items() if w in feasible}
         worse = measured_worse(measured, best, level)
         tied = [w for w, b in zip(feasible, beats)

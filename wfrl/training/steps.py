@@ -102,8 +102,8 @@ class LearnerSteps:
         """threads: torch threads of the learner's update (set for each update and restored
         after; --learner-threads). One by default: the compact update's products are too small
         for a second thread to pay (docs/benchmarks.md), and a learner that spins two OpenMP
-        threads on a machine where another process holds a core waits on its own threads — 76×
-        slower per update measured on 2 cores beside one busy process."""
+        threads on a machine where another process holds a core waits on its own threads
+        (docs/learner.md, "Threads")."""
         self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
         self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
         self._ahead = None      # (key, _Background, weights, version, conditioning)
@@ -187,9 +187,8 @@ class LearnerSteps:
         # More than one learner thread (--learner-threads N): while the next batch is collected
         # the learner leaves a core to it for the first third of the update's minibatch steps,
         # then takes all N. A fixed share, not "until the batch is in": torch's sums depend on
-        # the thread count, so a timing-dependent switch would make runs irreproducible. On 2
-        # cores, two OpenMP threads oversubscribed by a collector made the update twice as slow
-        # as one thread; a third was the fastest share measured (docs/learner.md, "Threads").
+        # the thread count, so a timing-dependent switch would make runs irreproducible. A
+        # third was the fastest share tried (docs/learner.md, "Threads").
         cores = self._learner_threads
         shared = cfg.epochs * cfg.minibatches // 3
         self._set_threads(max(1, cores - 1))

@@ -1,39 +1,10 @@
 """A private, loopback-only Ray instance for one run, and the guardian that cleans up after a
 driver that dies with it.
 
-Without --ray-address, LocalRay starts a private instance whose
-every listening socket is bound to the loopback interface and which writes only under a fresh
-directory in the system temp dir, removed on close. The recipe, checked against ray 2.60.0 with
-/proc/net/tcp{,6} for every process of the instance:
-
-* ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` in the environment of the instance and, because Ray reads
-  it at import, ``ray._private.ray_constants.ENABLE_RAY_CLUSTER = False`` in the driver during
-  ray.init. Ray's node address is then 127.0.0.1 (the local-only mode it uses on macOS/Windows),
-  and gcs_server, raylet (node manager + object manager), every core worker (driver and actors)
-  and the runtime-env agent bind 127.0.0.1 (shown as ``::ffff:127.0.0.1`` on their tcp6 sockets)
-  instead of ``*``/the machine's external address. ``ray.init(_node_ip_address='127.0.0.1')``
-  alone does not do it: ray.init rewrites a loopback node address into the machine's external IP
-  (services.resolve_ip_for_localhost), after which gcs_server, raylet and the workers listen on
-  ``[::]`` and the runtime-env agent on the external IP.
-* ``include_dashboard=False`` (no dashboard HTTP server). With plain ``ray`` (not ray[default])
-  the dashboard agent runs ``--minimal`` and listens nowhere; with ray[default] its servers would
-  bind the node address, 127.0.0.1 here (dashboard/agent.py), but that was not measured.
-* Token authentication stays on (other local users cannot drive the instance through its loopback
-  ports), but the token is a random one passed as ``RAY_AUTH_MODE=token`` +
-  ``RAY_AUTH_TOKEN=<token>`` in the environment: with the mode left unset, ray.init generates a
-  token and writes it to ``~/.ray/auth_token`` (under $HOME). Nothing else is written under $HOME.
-* ``_temp_dir`` = a fresh ``wfrl-ray-*`` directory in tempfile.gettempdir() (session dir, logs,
-  unix sockets, spill files); removed on close. The object store is the usual mmap under /dev/shm
-  (unlinked by Ray; nothing is left there).
-* ``RAY_USAGE_STATS_ENABLED=0``; ``log_to_driver=False`` and logging level WARNING (no chatter on
-  the run's stderr).
-
-close() kills the actors, calls ``ray.shutdown(wait_for_processes=True)``, SIGKILLs (by pid) any
-process of the instance still alive after 10 s, restores the environment variables and the SIGTERM
-handler, and removes the temp dir. Ctrl-C: Ray starts its daemons with SIGINT blocked and with
-kill-on-parent-death, so only the driver acts on it (also when the terminal signals the whole
-process group); its KeyboardInterrupt runs close(). SIGTERM while Ray is up raises SystemExit(143)
-so the same clean-up runs (Ray's own handler would exit with status 1).
+Without --ray-address, LocalRay starts a private instance whose every listening socket is bound
+to the loopback interface and which writes only under a fresh directory in the system temp dir,
+removed on shutdown. Ray 2.60 has no setting for this; the recipe (environment, private constant,
+token, temp dir), what shutdown does and how it was checked: docs/collectors.md, "Ray".
 """
 from __future__ import annotations
 

@@ -362,6 +362,6 @@ def test_cyborg_vector_env_without_the_extra_fails_in_one_line(monkeypatch):
     def missing():
         raise BackendUnavailable("the cyborg backend needs the [cyborg] extra")
 
-    monkeypatch.setattr(cyborg_mod, "_load", missing)
+    monkeypatch.setattr(cyborg_mod, "load_cyborg", missing)
     with pytest.raises(BackendUnavailable, match="extra"):
         envs.make_vec(2, backend="cyborg")

@@ -170,7 +170,7 @@ def _run_api(settings: dict) -> dict:
 
 @contextlib.contextmanager
 def command_threads():
-    """The thread rule of `python -m wfrl` (wfrl.__main__.one_thread_by_default) for the time of
+    """The thread rule of `python -m wfrl` (one_thread_by_default above) for the time of
     a call from Python: the environment the workers inherit, and the OpenMP / BLAS pools of this
     process (threadpoolctl, torch's intra-op count), each put back afterwards."""
     from threadpoolctl import threadpool_limits

@@ -93,8 +93,8 @@ def make_vec(num_envs: int = 1, red_agent="B_lineAgent", seed: int | None = None
 
     import gymnasium
 
-    from wfrl.envs.cyborg import _load
-    _load()  # a missing extra fails here, in one line, not in n worker processes
+    from wfrl.envs.cyborg import load_cyborg
+    load_cyborg()  # a missing extra fails here, in one line, not in n worker processes
     seeds = [None if seed is None else seed + i for i in range(n)]
     fns = [functools.partial(make, backend, r, s, steps) for r, s in zip(reds, seeds)]
     return gymnasium.vector.AsyncVectorEnv(fns, autoreset_mode=mode, copy=copy)

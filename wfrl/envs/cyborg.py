@@ -33,7 +33,7 @@ _PRIVILEGED = ("root", "SYSTEM")
 _DECOY_PROCESS = ("apache", "femitter", "haraka", "smss", "sshd", "svchost", "tomcat", "vsftpd")
 
 
-def _load():
+def load_cyborg():
     """Import CybORG lazily; returns (Main, ChallengeWrapper, scenario dict, red agent classes)."""
     try:
         from csle_cyborg.agents.simple_agents.b_line import B_lineAgent
@@ -93,7 +93,7 @@ class _LeaderboardCode:
 def challenge_env(red_agent: str = "B_lineAgent"):
     """CybORG as users drive it without wfrl: ChallengeWrapper around a fresh Scenario2 (the bare
     reference the benchmarks compare against)."""
-    Main, ChallengeWrapper, scenario, agents = _load()
+    Main, ChallengeWrapper, scenario, agents = load_cyborg()
     return ChallengeWrapper(env=Main(copy.deepcopy(scenario), "sim",
                                      agents={"Red": agents[check_red_agent(red_agent, allow_mixed=False)]}),
                             agent_name="Blue", max_steps=None)
@@ -101,7 +101,7 @@ def challenge_env(red_agent: str = "B_lineAgent"):
 
 def available() -> bool:
     try:
-        _load()
+        load_cyborg()
     except BackendUnavailable:
         return False
     return True
@@ -113,7 +113,7 @@ class CybORGBackend:
     def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None,
                  leaderboard: bool = False):
         self.red_agent = check_red_agent(red_agent, allow_mixed=False)
-        Main, ChallengeWrapper, scenario, agents = _load()
+        Main, ChallengeWrapper, scenario, agents = load_cyborg()
         self.leaderboard = bool(leaderboard)
         self._code = _LeaderboardCode() if leaderboard else contextlib.nullcontext()
         self._rng_state = None

@@ -179,6 +179,32 @@ def test_watchdog_reads_the_clock_once():
         "the episode took over 600 s (--episode-timeout) while being built")
 
 
+@pytest.mark.parametrize("factory,stop,says", [
+    ("stopping", "worker", None), ("stopping", "group", None),
+    ("hanging", None, "hung: no action within 0.5 s (--action-timeout)"),
+    ("slow", None, "hung: the episode took over 1 s (--episode-timeout)")])
+def test_the_watchdog_counts_only_time_the_agent_could_run(factory, stop, says):
+    """An agent stopped by SIGSTOP for 1.5 s in its 5th get_action, longer than both limits, then
+    continued, finishes every setting: stopped alone (the watchdog sees its worker stopped) or
+    with the whole evaluation, as by Ctrl-Z and fg (the watchdog was stopped too; run here in a
+    session of its own). An agent that sleeps past a limit while it could run is still ended."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "WFRL_TEST_STOP_FOR": "1.5", **({"WFRL_TEST_STOP": stop} if stop else {})}
+    res = subprocess.run([sys.executable, "-m", "wfrl", "eval", "--cage2", "--agent",
+                          f"{AGENTS}:{factory}", "--episodes", "1", "--action-timeout", "0.5",
+                          "--episode-timeout", "1", "--json"],
+                         capture_output=True, text=True, timeout=120, env=env,
+                         start_new_session=True)
+    if says is None:
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["complete"]
+    else:
+        err = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(err) == 1 and says in err[0], res.stderr
+
+
 def test_a_factory_with_a_workflow_parameter_gets_the_evaluations_workflow():
     """wfrl.evaluation.agents:follower follows --workflow: each of its fixes is a Restore of the
     highest-priority host its observation shows compromised (User0 never), decoys or Sleep

@@ -225,3 +225,57 @@ def test_report_of_a_search_run(tmp_path, capsys):
         seen, console, requested = run_chromium(run / "report.html", tmp_path)
         assert console == [] and requested == []
         assert seen["max"] == 100 and [s["value"] for s in seen["steps"]] == list(range(101))
+
+
+def test_bad_episode_flags_are_one_line_exit_2(tmp_path, capsys):
+    """replay and report refuse a seed or episode number outside [0, 2^63) and a non-positive
+    --steps in one line, given as flags or by --config, before anything is played or written."""
+    page = tmp_path / "r.html"
+    replay = ["replay", "--checkpoint", "pretrained:critical_first", "--html", str(page)]
+    report = ["report", str(tmp_path), "--html", str(page)]
+    toml = tmp_path / "episode.toml"
+    toml.write_text("episode = -7\n")
+    bad = "must be a whole number in [0, 2^63)"
+    for argv, says in (
+            ([*replay, "--episode", "-5"], f"--episode {bad} (got -5)"),
+            ([*replay, "--episode", str(2 ** 63)], f"--episode {bad}"),
+            ([*replay, "--seed", "-1"], f"--seed {bad} (got -1)"),
+            ([*replay, "--steps", "0"], "--steps must be positive (got 0)"),
+            ([*replay, "--config", str(toml)], f"--episode {bad}"),
+            ([*report, "--episode", "-1"], f"--episode {bad} (got -1)"),
+            ([*report, "--seed", "-3"], f"--seed {bad} (got -3)"),
+            ([*report, "--config", str(toml)], f"--episode {bad}")):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"wfrl: error: {says}"), (argv, err)
+        assert not page.exists()
+
+
+def test_report_of_a_run_with_damaged_json_records(tmp_path, capsys):
+    """A run whose experiment_config.json or summary.json is damaged (truncated) still gets its
+    page, built from the records that can be read: the page and one warning line on stderr name
+    the damaged file; no file of the run is changed."""
+    run = tmp_path / "run"
+    assert main(["train", "--workflow", "defender,enterprise,op_server,op_host,user",
+                 "--total-episodes", "20", "--episodes-per-update", "10", "--hidden", "16",
+                 "--collector", "sequential", "--out", str(run)]) == 0
+    for name in ("experiment_config.json", "summary.json"):
+        damaged = tmp_path / name
+        shutil.copytree(run, damaged)
+        text = (damaged / name).read_bytes()
+        (damaged / name).write_bytes(text[: len(text) // 2])
+        before = {p.name: p.read_bytes() for p in damaged.iterdir()}
+        capsys.readouterr()
+        assert main(["report", str(damaged)]) == 0
+        out, err = capsys.readouterr()
+        err = err.strip().splitlines()
+        assert len(err) == 1, err
+        assert err[0].startswith(f"wfrl: warning: {damaged / name} is damaged (not valid JSON"), err
+        assert out.startswith("wrote ")
+        page = (damaged / "report.html").read_text()
+        for part in ("Learning curves", "Replay of its best policy", "<polyline",
+                     f"{damaged / name} is damaged"):
+            assert part in page, part
+        assert {p.name: p.read_bytes() for p in damaged.iterdir()
+                if p.name != "report.html"} == before

@@ -64,6 +64,38 @@ def sleeper():
     return Sleeper()
 
 
+class Stopping(Sleeper):
+    """Sleeps, but its WFRL_TEST_STOP_AT-th get_action (default 5) is stopped by SIGSTOP for
+    WFRL_TEST_STOP_FOR seconds (default 2), then continued by a helper process outside the
+    group, as a user's Ctrl-Z and fg or a debugger stop it: WFRL_TEST_STOP=worker stops its own
+    process, group (the default) its whole process group, the evaluation's included. Continued,
+    the call takes 0.25 s more, so that the watchdog sees it running after the stop."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def get_action(self, observation, action_space):
+        import signal
+        import subprocess
+        import sys
+        self.calls += 1
+        if self.calls == int(os.environ.get("WFRL_TEST_STOP_AT", "5")):
+            seconds = float(os.environ.get("WFRL_TEST_STOP_FOR", "2"))
+            whole = os.environ.get("WFRL_TEST_STOP", "group") == "group"
+            target = -os.getpgrp() if whole else os.getpid()
+            subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep({seconds}); "
+                              f"os.kill({target}, {int(signal.SIGCONT)})"],
+                             start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            os.kill(target, signal.SIGSTOP)
+            time.sleep(0.25)
+        return 0
+
+
+def stopping():
+    return Stopping()
+
+
 class _Bad:
     def __init__(self, mode):
         self.mode, self.calls = mode, 0

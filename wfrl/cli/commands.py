@@ -16,9 +16,16 @@ _EPISODE_DEFAULTS = {"backend": "sim", "red_agent": "B_lineAgent", "seed": 153, 
 
 
 def _episode_defaults(a):
+    """Fill the episode flags left out, then check them all (given on the command line or by
+    --config): a seed and an episode number are whole numbers in [0, 2^63), --steps positive."""
+    from wfrl.config.fields import positive, seed_range
     for k, v in _EPISODE_DEFAULTS.items():
         if getattr(a, k, v) is None:
             setattr(a, k, v)
+    seed_range("seed", a.seed)
+    seed_range("episode", a.episode)
+    if hasattr(a, "steps"):
+        positive("steps", a.steps)
 
 
 def _given(a, names) -> dict:
@@ -232,7 +239,10 @@ def report(a) -> int:
     _episode_defaults(a)
     from wfrl.evaluation.replay import report_html, write_page
     out = a.html or str(Path(a.run_dir) / "report.html")
-    write_page(out, report_html(a.run_dir, a.backend, a.red_agent, a.seed, a.episode))
+    warnings = []
+    write_page(out, report_html(a.run_dir, a.backend, a.red_agent, a.seed, a.episode, warnings))
+    for w in warnings:   # after the page is written: a failed report says one line only
+        print(f"wfrl: warning: {w}", file=sys.stderr)
     print(f"wrote {out}")
     return 0
 

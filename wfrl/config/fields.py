@@ -52,6 +52,13 @@ def open_unit_interval(name: str, value) -> None:
         raise UserError(f"{flag_name(name)} must lie in (0, 1) (got {value})")
 
 
+def belief_particles(name: str, value) -> None:
+    """Particles of the belief filter: 0 (off) up to the compiled core's bound."""
+    from wfrl._core import FILTER_MAX_PARTICLES   # lazily: `wfrl --help` needs no core
+    if not 0 <= value <= FILTER_MAX_PARTICLES:
+        raise UserError(f"{flag_name(name)} must lie in 0..{FILTER_MAX_PARTICLES} (got {value})")
+
+
 SEED_LIMIT = 2 ** 63
 
 

@@ -7,10 +7,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, known_backend, known_collector, known_red_agent,
-                                known_workflow, non_negative, one_of, open_unit_interval,
-                                positive, red_list, ray_address, seed_range, setting,
-                                unit_interval)
+                                Settings, belief_particles, known_backend, known_collector,
+                                known_red_agent, known_workflow, non_negative, one_of,
+                                open_unit_interval, positive, red_list, ray_address, seed_range,
+                                setting, unit_interval)
 from wfrl.errors import UserError, check_choice
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class PPOConfig(Settings):
     truth_input: bool = False
     """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
     to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
-    belief_input: int = setting(0, check=non_negative, metavar="N")
+    belief_input: int = setting(0, check=belief_particles, metavar="N")
     """Add the belief block of an N-particle filter (per host the share of particles in which red
     has no, user or privileged access, and the share of each red kind) to the policy input; the
     filter follows every episode inside the rollout loop, also on CybORG (0 = off)."""

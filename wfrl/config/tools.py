@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, known_backend, known_collector, known_red_agent,
-                                flag_name, non_negative, positive, seed_range, setting)
+                                Settings, belief_particles, known_backend, known_collector,
+                                known_red_agent, flag_name, positive, seed_range, setting)
 from wfrl.errors import UserError, check_choice
 
 
@@ -83,7 +83,7 @@ class BenchTrainConfig(Settings):
     """End-to-end runs with and without overlap (alternated)."""
     seed: int = setting(0, check=seed_range)
     """Seed of the learner and the episodes."""
-    belief_input: int = setting(0, check=non_negative, metavar="N")
+    belief_input: int = setting(0, check=belief_particles, metavar="N")
     """Time only training with the belief block of N particles against the same training without
     it (collect alone and end to end, alternated); 0: the other measurements."""
 

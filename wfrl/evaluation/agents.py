@@ -13,6 +13,13 @@ one agent per worker, built once. Before every episode the process-global `rando
 scores the same whichever worker plays which episode. The parent watches two limits through
 shared memory — the time of one get_action call and of one episode (the agent's construction
 counts as an episode) — and ends a worker that exceeds one.
+
+Only time the worker could run counts against those limits. The watchdog checks every worker at
+least every _WATCH_PERIOD seconds and counts the interval between two checks unless the worker
+was stopped at either of them (state T or t in /proc/PID/stat: SIGSTOP, a debugger) or the
+interval is longer than _WATCH_GAP (the watchdog itself did not run: the whole evaluation was
+stopped, as by Ctrl-Z, or the machine slept). A worker stopped and then continued goes on where
+it was; one that is slow, sleeps or hangs while it could run is still ended on time.
 """
 from __future__ import annotations
 
@@ -226,6 +233,22 @@ def _worker(spec, conn, clock, out=None, workflow=None):
         conn.send(("error", None, f"agent {spec} stopped its process: {_describe(exc)}"))
 
 
+# how often the watchdog checks the workers at least, and the longest interval between two of its
+# checks that it counts (a longer one: it was not running, nor, as a rule, were the workers)
+_WATCH_PERIOD = 0.2
+_WATCH_GAP = 1.0
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP or SIGTSTP, or by a debugger): state T or t in
+    /proc/PID/stat. False where that cannot be read (no /proc, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
 def overdue(clock, now, action_timeout, episode_timeout, describe=None) -> str | None:
     """What a worker's clock says is overdue at `now` (None: nothing). The worker writes the
     clock while it is read, so each entry is read once and only that copy is used: read twice,
@@ -253,6 +276,29 @@ class _Worker:
         if out is not None:
             out.close()
         self.task = None
+        # the watchdog's last check of this worker, whether the worker was stopped then, the
+        # get_action / episode starts it saw running and the time the worker could run since each
+        self.checked, self.was_stopped = time.monotonic(), False
+        self.started, self.ran = [0.0, 0.0], [0.0, 0.0]
+
+    def run_clock(self, now: float) -> list:
+        """The worker's clock (read once) as `overdue` judges it at `now`: each running start
+        moved to `now` less the time the worker could run since it. The interval since the last
+        check counts unless the worker was stopped at either end or it is over _WATCH_GAP long
+        (see the module docstring)."""
+        clock = list(self.clock[:5])
+        stopped = _stopped(self.proc.pid)
+        counts = not (stopped or self.was_stopped) and now - self.checked <= _WATCH_GAP
+        for i, slot in enumerate((_ACTION_T, _EPISODE_T)):
+            start = clock[slot]
+            if start != self.started[i]:              # a new call or episode (or none)
+                self.started[i], self.ran[i] = start, 0.0
+            if start:
+                if counts:
+                    self.ran[i] += max(0.0, now - max(self.checked, start))
+                clock[slot] = now - self.ran[i]
+        self.checked, self.was_stopped = now, stopped
+        return clock
 
     def stop(self, kill=False):
         if kill:
@@ -303,7 +349,8 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
                     w.conn.send((w.task[0], w.task[1][1]))
             by_conn = {w.conn: w for w in workers}
             by_sentinel = {w.proc.sentinel: w for w in workers}
-            ready = mp.connection.wait(list(by_conn) + list(by_sentinel), timeout=0.2)
+            ready = mp.connection.wait(list(by_conn) + list(by_sentinel),
+                                       timeout=_WATCH_PERIOD)
             for r in ready:
                 w = by_conn.get(r) or by_sentinel[r]
                 msg = None
@@ -324,7 +371,7 @@ def _run_tasks(spec, ctx, drain, tasks, n_workers, describe, action_timeout, epi
                                       f"{w.proc.exitcode})")
             now = time.monotonic()
             for w in workers:
-                late = overdue(w.clock, now, action_timeout, episode_timeout,
+                late = overdue(w.run_clock(now), now, action_timeout, episode_timeout,
                                describe if w.task else None)
                 if late:
                     raise AgentFailed(f"agent {spec} hung: {late}")

@@ -329,14 +329,29 @@ def _table(rows, cols) -> str:
     return f'<table class="data"><tr>{head}</tr>{body}</table>'
 
 
+def _json_record(path: Path) -> tuple[dict, str | None]:
+    """(contents, None) of one of a run's JSON records, {} when there is none; ({}, what is wrong)
+    when it cannot be read or is not a JSON object (a truncated file, say). Reads only."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, None
+    except json.JSONDecodeError as exc:
+        return {}, f"not valid JSON: {exc}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"cannot be read: {getattr(exc, 'strerror', None) or exc.__class__.__name__}"
+    if not isinstance(d, dict):
+        return {}, "not a JSON object"
+    return d, None
+
+
 def best_policy(run: Path) -> tuple[str, str | None, str]:
     """(checkpoint path, workflow, which) of a run's best policy: a search's best workflow (the
     one its summary vouches for, else its visit of highest reward), else a training run's best.pt
-    (periodic evaluation) or checkpoint.pt."""
+    (periodic evaluation) or checkpoint.pt. A damaged summary.json counts as none."""
     from wfrl.runlog import checkpoint_path
     from wfrl.runlog import read_csv
-    summary = run / "summary.json"
-    s = json.loads(summary.read_text()) if summary.exists() else {}
+    s, _ = _json_record(run / "summary.json")
     if s.get("best_workflow_id") is not None:
         path = checkpoint_path(run, int(s["best_workflow_id"]))
         if Path(path).exists():
@@ -362,14 +377,32 @@ def _png(path: Path, title: str) -> str:
            f'style="max-width:100%" src="data:image/png;base64,{data}">'
 
 
-def report_html(run_dir, backend="sim", red_agent="B_lineAgent", seed=153, episode=0) -> str:
+# the run's JSON records a report checks; a damaged one is left out of the page, with a warning
+REPORT_JSON_RECORDS = ("experiment_config.json", "summary.json")
+
+
+def report_html(run_dir, backend="sim", red_agent="B_lineAgent", seed=153, episode=0,
+                warnings: list | None = None) -> str:
     """A run's page: learning curves (training_log.csv, eval_log.csv), the search's visits and
-    posterior (gp_sampling_log.csv, summary.json) and the replay of its best policy."""
+    posterior (gp_sampling_log.csv, summary.json) and the replay of its best policy.
+
+    A damaged JSON record (experiment_config.json or summary.json unreadable, truncated, not an
+    object) does not stop the page: it is built from the records that can be read, names the
+    damaged file at its top, and the same sentence is appended to `warnings` (for the command to
+    print). Nothing in run_dir is changed."""
     from wfrl.runlog import read_csv
     run = Path(run_dir)
     if not (run / "training_log.csv").exists():
         raise UserError(f"{run} is not a wfrl run directory (no training_log.csv)")
     parts = [f"<h1>wfrl run {html.escape(run.name)}</h1>"]
+    records = {}
+    for name in REPORT_JSON_RECORDS:
+        records[name], problem = _json_record(run / name)
+        if problem is not None:
+            note = f"{run / name} is damaged ({problem}); the page is built without it"
+            parts.append(f"<p><strong>Warning:</strong> {html.escape(note)}</p>")
+            if warnings is not None:
+                warnings.append(note)
     log = read_csv(run / "training_log.csv")
     xs = _floats(log, "Total_Episodes_Sampled")
     parts.append("<h2>Learning curves (training_log.csv)</h2>")
@@ -399,8 +432,8 @@ def report_html(run_dir, backend="sim", red_agent="B_lineAgent", seed=153, episo
         parts.append(_table(gp, ["Iteration", "Workflow", "Reward", "Reward_SE",
                                  "Final_Compliance", "Posterior_Mean", "Posterior_SD",
                                  "P_Feasible", "Stop_Reason"]))
-    if (run / "summary.json").exists():
-        s = json.loads((run / "summary.json").read_text())
+    if records["summary.json"]:
+        s = records["summary.json"]
         if s.get("top"):
             parts.append("<h2>Posterior of the workflows it vouches for (summary.json)</h2>")
             parts.append(_table(s["top"], ["workflow", "posterior_mean", "posterior_sd",

@@ -29,7 +29,7 @@ class AsyncCollector(SharedCollectorBase):
         # One episode per task on CybORG (~0.1 s each); chunks on the simulator, where an
         # episode (~0.5 ms) is cheaper than a task round trip.
         self.chunk = chunk or (1 if backend_engine(self.backend_name) == "cyborg" else 64)
-        self.pool = None
+        self.pool: cf.ProcessPoolExecutor | None = None
         self._closing = False
         # Starting, shutting down and submitting to the pool happen under this lock: abort() and
         # close() run on another thread than a collect() in the background, and a submit racing

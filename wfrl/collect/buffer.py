@@ -32,7 +32,7 @@ BELIEF_FIELD = (np.float32, (BELIEF_DIM,))
 def traj_fields(net=None) -> dict:
     """The trajectory fields a buffer for network `net` (a NetSpec, or None) holds: TRAJ_FIELDS,
     and "belief" for a network with the belief input."""
-    if net is not None and getattr(net, "belief", 0):
+    if net is not None and bool(getattr(net, "belief", 0)):
         return {**TRAJ_FIELDS, "belief": BELIEF_FIELD}
     return TRAJ_FIELDS
 

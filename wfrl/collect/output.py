@@ -24,6 +24,7 @@ import os
 import selectors
 import sys
 import threading
+from typing import Any, cast
 
 LIMIT = 4 << 20      # bytes of lines waiting for a slow stderr before lines are dropped
 
@@ -48,7 +49,7 @@ def redirect(end) -> None:
     end.close()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(line_buffering=True)   # lines reach the user as they are printed
+            cast(Any, stream).reconfigure(line_buffering=True)   # lines reach the user as they are printed
         except Exception:   # noqa: BLE001 - a replaced stream without reconfigure
             pass
 
@@ -58,7 +59,7 @@ class _StderrSink:
 
     def __init__(self, stream, limit: int):
         self.stream, self.limit = stream, limit
-        self.lines = collections.deque()
+        self.lines: collections.deque[bytes] = collections.deque()
         self.waiting = 0          # bytes in self.lines
         self.dropped = 0          # lines dropped because `limit` bytes were waiting
         self.cond = threading.Condition()

@@ -149,7 +149,7 @@ def run_episode_reference(backend, weights, hidden, workflow: Workflow, lam, env
     backend.seed(env_seed)
     obs, red_access = backend.reset()
     env_return = alignment = 0.0
-    actions = []
+    actions: list[int] = []
     for t in range(EP_LEN):
         memory.update(obs)
         x[:OBS_DIM] = obs

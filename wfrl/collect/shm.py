@@ -109,7 +109,8 @@ class SharedArrays:
         self.spec = {k: (tuple(int(d) for d in shape), np.dtype(dt).str) for k, (shape, dt) in spec.items()}
         self.offsets, size = _layout(self.spec)
         self.name = f"{SEGMENT_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-        self._shm = shared_memory.SharedMemory(name=self.name, create=True, size=size)
+        self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
+            name=self.name, create=True, size=size)
         self._owner_pid = os.getpid()
         self.arrays = _views(self._shm.buf, self.spec, self.offsets)
         for a in self.arrays.values():

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import signal
 import threading
 import time
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class SyncCollector(SharedCollectorBase):
         self.k = envs_per_worker or (1 if backend_engine(self.backend_name) == "cyborg" else 1024)
         self.ctx = mp.get_context("spawn")
         self.cmd = self.ctx.Array("q", 4, lock=False)
-        self.procs = []
+        self.procs: list[BaseProcess] = []
         self._idle = False
         self._closing = False
         # Workers are started and stopped under this lock (abort() and close() may run on
@@ -110,7 +111,8 @@ class SyncCollector(SharedCollectorBase):
                 p.start()
 
     def worker_pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p.is_alive()]
+        # (a live process has been started, so has its pid)
+        return [p.pid for p in self.procs if p.is_alive() and p.pid is not None]
 
     def _stop_workers(self):
         # No barrier.abort() here or in _wait: a worker SIGKILLed inside barrier.wait() can die

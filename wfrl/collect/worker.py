@@ -118,6 +118,7 @@ def collect_task(episodes, rows, workflow_index: int):
     """Play global episodes `episodes` into shared rows `rows`; returns (pid, version)."""
     stress_delay()
     st = _state
+    assert st is not None   # the pool's initializer, init(), set it
     policy = st.policy(workflow_index)
     stats = run_episodes(st.backend, policy, episodes, st.seed, st.buffer, rows, st.version)
     st.record(rows, stats)

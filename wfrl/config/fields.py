@@ -15,8 +15,12 @@ import inspect
 import math
 import textwrap
 from dataclasses import field
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from wfrl.errors import UserError, check_choice
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # ---------------------------------------------------------------------------------------------
 # Declaring and checking settings
@@ -68,11 +72,19 @@ def seed_range(name: str, value) -> None:
         raise UserError(f"{flag_name(name)} must be a whole number in [0, 2^63) (got {value})")
 
 
-def one_of(*choices: str, what: str | None = None):
+class ChoiceCheck(Protocol):
+    """What one_of returns: a check that also carries the choices it accepts."""
+    choices: tuple[str, ...]
+
+    def __call__(self, name: str, value: Any) -> None: ...
+
+
+def one_of(*choices: str, what: str | None = None) -> ChoiceCheck:
     def check(name: str, value) -> None:
         check_choice(what or name.replace("_", " "), value, choices)
-    check.choices = choices
-    return check
+    checker = cast(ChoiceCheck, check)   # the function itself, once it carries .choices
+    checker.choices = choices
+    return checker
 
 
 def known_backend(name, value):
@@ -130,7 +142,7 @@ def setting(default=dataclasses.MISSING, *, check=None, metavar=None, factory=No
 
 
 @functools.lru_cache(maxsize=None)
-def field_docs(cls) -> dict[str, str]:
+def field_docs(cls: type) -> dict[str, str]:
     """{field name: its attribute docstring, whitespace-normalised} from the source of the class
     and of the config classes it inherits fields from."""
     out = {}
@@ -138,7 +150,7 @@ def field_docs(cls) -> dict[str, str]:
         if not dataclasses.is_dataclass(klass):
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        body = tree.body[0].body
+        body = cast(ast.ClassDef, tree.body[0]).body   # the source of a class is its definition
         for node, nxt in zip(body, body[1:]):
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
@@ -200,13 +212,13 @@ class Settings:
         """Checks that involve more than one field (none by default)."""
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(cast("DataclassInstance", self))   # (only dataclasses are Settings)
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the run's experiment_config.json"):
         if not isinstance(d, dict):
             raise UserError(f"{where} is not a JSON object")
-        names = {f.name: f for f in dataclasses.fields(cls)}
+        names = {f.name: f for f in dataclasses.fields(cast("type[DataclassInstance]", cls))}
         unknown = sorted(set(d) - set(names))
         if unknown:
             raise UserError(f"unknown setting {unknown[0]!r} in {where}")

@@ -1,6 +1,9 @@
 """Settings files: `--config FILE` on every command, a TOML file or a run's saved settings."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from wfrl.errors import UserError
 
 # -- settings files: `--config FILE` on every command -------------------------------------------
@@ -54,6 +57,7 @@ def load_settings_file(path) -> tuple[dict, str]:
     for key, value in data.items():
         if run_record and key in RUN_RECORD_ONLY:
             continue
+        items: Iterable[tuple[Any, Any]]
         if isinstance(value, dict) and key == "ppo":
             items = value.items()
         else:

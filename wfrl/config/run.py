@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
                                 Settings, belief_particles, known_backend, known_collector,
@@ -92,7 +93,7 @@ class PPOConfig(Settings):
 #   original the original system's learner: 10 episodes per update, observation and workflow
 #            only, constant schedules, one joint gradient-norm clip, no periodic evaluation, no
 #            overlap, and its alignment rule with the first-fix bonus (today's default too).
-PPO_PRESETS = {
+PPO_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
                "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
                        "first_fix_bonus": True, "clip_per_net": True}},
@@ -145,6 +146,11 @@ def best_collector() -> str:
 
 
 
+class _HasCollector(Protocol):
+    """A run's settings with the `collector` setting (declared by each _RunSettings subclass)."""
+    collector: str
+
+
 @dataclass
 class _RunSettings(Settings):
     """Settings a single-workflow run and a search share, with the same defaults."""
@@ -180,7 +186,7 @@ class _RunSettings(Settings):
     ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 
-    def resolved_collector(self) -> str:
+    def resolved_collector(self: _HasCollector) -> str:
         return resolve_collector(self.collector)
 
 
@@ -363,10 +369,10 @@ class ExhaustiveConfig(Settings):
     def resolved(self) -> "ExhaustiveConfig":
         """This config with the protocol's defaults filled in."""
         recipe = self.protocol == "recipe"
-        fill = {"pretrain_episodes": DEFAULT_PRETRAIN.get(self.protocol, 0),
-                "red_agent": "mixed" if recipe else "B_lineAgent",
-                "eval_episodes": 500 if recipe else 200,
-                "eval_reds": "B_lineAgent,RedMeanderAgent" if recipe else None}
+        fill: dict[str, Any] = {"pretrain_episodes": DEFAULT_PRETRAIN.get(self.protocol, 0),
+                                "red_agent": "mixed" if recipe else "B_lineAgent",
+                                "eval_episodes": 500 if recipe else 200,
+                                "eval_reds": "B_lineAgent,RedMeanderAgent" if recipe else None}
         return dataclasses.replace(self, **{k: v for k, v in fill.items()
                                             if getattr(self, k) is None})
 

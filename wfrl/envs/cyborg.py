@@ -15,6 +15,7 @@ import contextlib
 import copy
 import os
 import random
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from wfrl.envs.actions import N_HOSTS
 from wfrl.envs.base import check_red_agent
 from wfrl.errors import BackendUnavailable
 from wfrl.envs.actions import HOSTS
+
+if TYPE_CHECKING:
+    from csle_cyborg.simulator.state import State
 
 _INSTALL_HINT = ("the cyborg backend needs the [cyborg] extra: pip install 'wfrl[cyborg]' -c "
                  "constraints.txt && pip install --no-deps gym-csle-cyborg==0.10.1 "
@@ -116,7 +120,7 @@ class CybORGBackend:
         Main, ChallengeWrapper, scenario, agents = load_cyborg()
         self.leaderboard = bool(leaderboard)
         self._code = _LeaderboardCode() if leaderboard else contextlib.nullcontext()
-        self._rng_state = None
+        self._rng_state: tuple[Any, ...]   # set by seed()
         self.seed(seed)
         saved = random.getstate()
         random.setstate(self._rng_state)
@@ -129,7 +133,7 @@ class CybORGBackend:
             self._rng_state = random.getstate()
             random.setstate(saved)
         # Live views into CybORG's state; rebuilt objects are looked up again after reset.
-        self._state = None
+        self._state: State | None = None
         self._red_access = np.zeros(N_HOSTS, dtype=np.uint8)
 
     def seed(self, seed: int | None) -> None:
@@ -155,6 +159,7 @@ class CybORGBackend:
     def _read_red_access(self) -> np.ndarray:
         ra = self._red_access
         ra[:] = 0
+        assert self._state is not None   # called after reset
         for s in self._state.sessions["Red"].values():
             h = _HOST_INDEX[s.host]
             if s.username in _PRIVILEGED:
@@ -182,6 +187,7 @@ class CybORGBackend:
         the decoy processes of the true state."""
         from csle_cyborg.shared.enums import DecoyType
         out = np.zeros(N_HOSTS, np.uint8)
+        assert self._state is not None   # called after reset
         for h, host in enumerate(HOSTS):
             for p in self._state.hosts[host].processes:
                 if p.decoy_type != DecoyType.NONE:

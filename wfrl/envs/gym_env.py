@@ -63,7 +63,9 @@ class Cage2Env(gym.Env):
         if type(backend) is SimBackend:
             from wfrl._core import Cage2Gym
             self._fast = Cage2Gym(backend.sim, self.max_steps)
-            self.step = self._fast.step
+            # an instance attribute over the method (what `self.step = ...` does; mypy refuses
+            # assigning to a method)
+            setattr(self, "step", self._fast.step)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

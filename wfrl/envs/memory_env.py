@@ -295,6 +295,7 @@ class VecBeliefWrapper(VectorWrapper):
             if self._resets_next[i]:   # this step started env i's next episode
                 self._begin(i)
             elif same_step and done[i]:
+                assert last is not None   # same_step and done.any()
                 final = self._observe(i, acts[i], last[i])
                 last[i] = np.concatenate((np.asarray(last[i], np.float32), final))
                 self._begin(i)

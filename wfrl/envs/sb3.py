@@ -14,6 +14,9 @@ stable-baselines3 is not a dependency of wfrl: install it to use this module.
 """
 from __future__ import annotations
 
+from collections.abc import Sized
+from typing import cast
+
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
@@ -74,7 +77,9 @@ class SB3VecEnv(VecEnv):
         self.venv.close()
 
     def get_attr(self, attr_name, indices=None):
-        return [getattr(self.venv, attr_name)] * len(self._get_indices(indices))
+        # SB3's _get_indices (typed Iterable): range(num_envs) for None, [i] for an int, else
+        # `indices` as given (a list, as SB3 passes them)
+        return [getattr(self.venv, attr_name)] * len(cast(Sized, self._get_indices(indices)))
 
     def set_attr(self, attr_name, value, indices=None):
         setattr(self.venv, attr_name, value)
@@ -88,7 +93,7 @@ class SB3VecEnv(VecEnv):
                                   f"call {method_name!r} on")
 
     def env_is_wrapped(self, wrapper_class, indices=None):
-        return [False] * len(self._get_indices(indices))
+        return [False] * len(cast(Sized, self._get_indices(indices)))   # (see get_attr)
 
     # -- helpers ---------------------------------------------------------------------------
     def _entries(self, info, i):

@@ -28,7 +28,7 @@ class SimBackend:
         self.leaderboard = bool(leaderboard)   # the leaderboard's CybORG code (envs.base.BACKENDS)
         self.sim = Cage2Sim(1, red_agent, leaderboard)    # stepped from Python (gymnasium, parity)
         self.slots = SimSlots(1, red_agent, leaderboard)  # whole episodes in the compiled loop
-        self._next_seed = None
+        self._next_seed: int   # set by seed()
         self.seed(seed)
 
     def seed(self, seed: int | None) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -92,7 +93,7 @@ class _Tracker:
         self.rank = np.zeros((n, N_TYPES), np.uint8)
         self.foothold = np.full(n, bool(count_foothold), np.uint8)
         self.lam = np.full(n, lam, np.float32)
-        self.workflows = [None] * n
+        self.workflows: list[Workflow] = list(workflows)   # each set again, with its cond and rank
         for i, w in enumerate(workflows):
             self.set(i, w)
         self.fixes = np.zeros(n, np.int32)
@@ -161,6 +162,7 @@ class WorkflowWrapper(gym.Wrapper):
         return self.observation(obs), info
 
     def step(self, action):
+        reward: Any   # the wrapped env's reward, a Python or numpy number
         obs, reward, terminated, truncated, info = self.env.step(action)
         tr = self._t
         self._action[0] = action

@@ -97,6 +97,7 @@ def connect_to_cluster(ray, address: str) -> None:
         raise UserError(f"--ray-address: {exc}") from None
     from ray._private.services import canonicalize_bootstrap_address
     target = canonicalize_bootstrap_address(address)   # Ray rewrites a loopback host; so do we
+    assert target is not None   # None only for 'auto', 'local' or no address: refused above
     shown = address if target == address else f"{address} (Ray dials {target})"
     host, port = _split_address(target)
     try:
@@ -107,7 +108,8 @@ def connect_to_cluster(ray, address: str) -> None:
             why = f"no answer in {CONNECT_TIMEOUT_S:.0f} s"
         raise UserError(f"cannot reach the Ray cluster at {shown}: {why} (is `ray start --head` "
                         "running there with that --port?)") from None
-    from ray._raylet import InnerGcsClient
+    # ray/_raylet.pyi declares only the ids and ObjectRef of the compiled module
+    from ray._raylet import InnerGcsClient  # type: ignore[attr-defined]
     try:
         with _StderrMuted():
             InnerGcsClient.standalone(target, None, 5000)

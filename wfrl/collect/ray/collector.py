@@ -33,6 +33,7 @@ import os
 import sys
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +46,9 @@ from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.errors import UserError
 from wfrl.workflow import Workflow
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 MAX_REBUILDS = 20
 TASKS_PER_ACTOR = 2          # in flight per actor: one running, one queued behind it
@@ -124,7 +128,7 @@ class RayCollector:
         self.rebuilds = 0
         self.local: LocalRay | None = None
         self._connected = False
-        self._sigterm = None
+        self._sigterm: SigtermAsExit | None = None
         self._closing = False              # abort(): a collect() elsewhere stops at its next slice
         self._node_lost = False
         self._watched: list[tuple[int, str | None]] = []   # (pid, start time) of the driver's node
@@ -136,8 +140,8 @@ class RayCollector:
         self.cpus: list[float] = []        # CPUs each actor asked for
         self._placing: dict[int, float] = {}   # slot -> deadline of a replacement's report
         self._probes: dict = {}            # info() ref of a replacement -> (slot, generation)
-        self._weights = None               # last weights put, and their ObjectRef
-        self._weights_ref = None
+        self._weights: np.ndarray | None = None   # last weights put, and their ObjectRef
+        self._weights_ref: ObjectRef[np.ndarray] | None = None
         try:
             if ray.is_initialized():
                 pass                       # someone else's instance: use it, leave it running
@@ -389,6 +393,7 @@ class RayCollector:
                 local.shutdown(kill_first=lost)
             elif self._connected:
                 self._connected = False
+                assert self._sigterm is not None   # set whenever _connected is
                 import ray
                 try:
                     ray.shutdown()

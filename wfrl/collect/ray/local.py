@@ -160,7 +160,8 @@ class LocalRay:
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process")
         from ray._private import ray_constants
-        from ray._raylet import Config
+        # ray/_raylet.pyi declares only the ids and ObjectRef of the compiled module
+        from ray._raylet import Config  # type: ignore[attr-defined]
         self.temp_dir = tempfile.mkdtemp(prefix="wfrl-ray-")
         self.session_dir = None
         env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
@@ -172,7 +173,8 @@ class LocalRay:
                # Ray's setproctitle may write a long title over the environment block, where
                # /proc/PID/environ is read; this keeps it off the environment.
                "SPT_NOENV": "1"}
-        self._saved_env = {k: os.environ.get(k) for k in list(env) + ["RAY_AUTH_TOKEN_PATH"]}
+        self._saved_env: dict[str, str | None] | None = {
+            k: os.environ.get(k) for k in list(env) + ["RAY_AUTH_TOKEN_PATH"]}
         self._sigterm = SigtermAsExit()
         self._up = False
         os.environ.update(env)
@@ -356,9 +358,9 @@ class Guardian:
         env = {**env, "WFRL_RAY_GUARDIAN": json.dumps(
             {"watch": [[p, t] for p, t in watch], "temp_dir": temp_dir, "marker": _MARKER,
              "message": message})}
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", _GUARDIAN],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
-                                     close_fds=True)
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-I", "-c", _GUARDIAN], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, env=env, close_fds=True)
 
     def release(self) -> None:
         """The driver is closing normally: the guardian exits without doing anything."""
@@ -366,6 +368,7 @@ class Guardian:
         if proc is None:
             return
         try:
+            assert proc.stdin is not None   # opened with stdin=PIPE
             proc.stdin.write(b"closed")
             proc.stdin.close()
         except OSError:

@@ -76,6 +76,27 @@ class PPOConfig(Settings):
     entropy_final: float = setting(1.0, check=non_negative)
     """Entropy weight at the end of a single-workflow run, as a fraction of --entropy-coef
     (linear; 1 = constant)."""
+    privileged_critic: bool = False
+    """Advantages from a value network of its own that also reads red's true access (recorded
+    by the simulator at every step); the policy still sees only the defender's input
+    (docs/privileged.md)."""
+    teacher: str | None = setting(None, metavar="CHECKPOINT")
+    """A full-information policy (a --truth-input checkpoint) whose action distribution at every
+    state the student plays pulls the student's actor toward it after each update (a KL term
+    weighted per state; docs/privileged.md). Single-workflow runs on the simulator."""
+    teacher_coef: float = setting(1.0, check=non_negative)
+    """Weight of the KL term toward --teacher at the start of the run."""
+    teacher_anneal: float = setting(0.7, check=unit_interval)
+    """Share of the run over which the teacher's weight falls linearly to 0."""
+    teacher_alpha: float = setting(4.0, check=non_negative)
+    """Per-state weighting: exp(−α · KL(teacher ‖ a head that predicts the teacher from the
+    student's input)), low where the student cannot infer what the teacher knows (0 = every
+    state alike)."""
+
+    def _check_together(self) -> None:
+        if self.truth_input and (self.privileged_critic or self.teacher is not None):
+            raise UserError("--privileged-critic and --teacher train a policy without the truth "
+                            "input; with --truth-input the policy reads it itself")
 
     def net(self):
         from wfrl.ppo.netspec import NetSpec
@@ -108,7 +129,9 @@ DEFAULT_PRESET = "recipe"
 # the setting existed ran with: a resumed search or a continued table goes on as it began.
 PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
                               "clip_per_net": False, "truth_input": False, "belief_input": 0,
-                              "belief_red": "mixture"}
+                              "belief_red": "mixture", "privileged_critic": False,
+                              "teacher": None, "teacher_coef": 1.0, "teacher_anneal": 0.7,
+                              "teacher_alpha": 4.0}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:
@@ -188,6 +211,14 @@ class _RunSettings(Settings):
 
     def resolved_collector(self: _HasCollector) -> str:
         return resolve_collector(self.collector)
+
+    def _check_together(self) -> None:
+        self.ppo._check_together()
+        if self.ppo.privileged_critic or self.ppo.teacher is not None:
+            from wfrl.envs.base import backend_engine
+            if backend_engine(self.backend) == "cyborg":
+                raise UserError("--privileged-critic and --teacher learn from the simulator's "
+                                "truth rows: train with --backend sim (or sim:leaderboard)")
 
 
 @dataclass
@@ -306,6 +337,9 @@ class SearchConfig(_RunSettings):
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
 
     def _check_together(self) -> None:
+        super()._check_together()
+        if self.ppo.teacher is not None:
+            raise UserError("--teacher trains one workflow's policy: give --workflow")
         if self.visit_eval == "greedy" and self.gp_eval_episodes < 2:
             raise UserError("--visit-eval greedy needs --gp-eval-episodes ≥ 2 (its episodes per "
                             "red)")
@@ -385,6 +419,9 @@ class ExhaustiveConfig(Settings):
         return resolve_collector(self.collector)
 
     def _check_together(self) -> None:
+        self.ppo._check_together()
+        if self.ppo.teacher is not None:
+            raise UserError("--teacher trains one workflow's policy: use wfrl train --workflow")
         if self.protocol in ("conditioned", "recipe") and self.resolved().pretrain_episodes == 0:
             raise UserError(f"--protocol {self.protocol} needs --pretrain-episodes > 0 (the "
                             "conditioned policy's training)")

@@ -51,6 +51,11 @@ class Batch:
     advantages: np.ndarray  # float32 [N]
     returns: np.ndarray     # float32 [N]
     masks: np.ndarray | None = None  # bool [N, 145], allowed actions (None: all)
+    # what the learner's privileged parts read (wfrl.ppo.privileged), where asked for:
+    truth: np.ndarray | None = None          # float32 [N, 39], the truth block of every step
+    rewards: np.ndarray | None = None        # float32 [N], the rewards GAE ran on
+    lengths: np.ndarray | None = None        # int32 [rows], each row's episode length
+    teacher_probs: np.ndarray | None = None  # float32 [N, 145], the teacher's distribution
 
     def __len__(self):
         return len(self.actions)
@@ -69,7 +74,8 @@ def with_first_fix_bonus(rewards, actions, lengths, bonus: float) -> np.ndarray:
 
 
 def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
-             reference: bool = False, first_fix: float = 0.0) -> Batch:
+             reference: bool = False, first_fix: float = 0.0, privileged: bool = False,
+             teacher=None) -> Batch:
     """GAE (compiled) over the buffer's rows, flattened into a learner Batch.
 
     Rows hold complete episodes (done at their last step), so nothing is bootstrapped.
@@ -82,7 +88,9 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     the buffer recorded with every step (the rollout loop's filter ran once). reference=True builds them
     with the plain-Python twins instead (the original path, kept for `wfrl bench train`'s
     comparison). first_fix: reward added at each episode's first fix before GAE
-    (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus).
+    (with_first_fix_bonus; 0 = the compiled loop's rule, with the bonus). privileged: also the
+    truth rows, the rewards and the rows' lengths (a privileged critic's GAE); teacher (a
+    wfrl.ppo.privileged.Teacher): also its action distribution at every step.
     """
     net = as_netspec(net if net is not None else 64)
     a = buffer.arrays
@@ -94,23 +102,38 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     flat = allocate_flat(buffer.count())
     n = buffer.flatten(adv, ret, flat)
     parts = [flat["obs"][:n]]
-    masks = None
-    if net.memory or net.mask:
+    masks = feats = allowed = truth = None
+    t_net = None if teacher is None else teacher.net
+    want_memory = net.memory or (t_net is not None and t_net.memory)
+    want_mask = net.mask or (t_net is not None and t_net.mask)
+    if want_memory or want_mask:
         rows_fn = reference_memory_rows if reference else memory_rows
-        feats, allowed = rows_fn(a["obs"], a["actions"], a["lengths"], net.memory, net.mask)
+        feats, allowed = rows_fn(a["obs"], a["actions"], a["lengths"], want_memory, want_mask)
         if net.memory:
             parts.append(feats)
         if net.mask:
             masks = allowed.view(bool)
-    if net.truth_input:
+    if net.truth_input or privileged or teacher is not None:
         rows_fn = reference_truth_rows if reference else truth_rows
-        parts.append(rows_fn(a["red_access"], a["lengths"]))
+        truth = rows_fn(a["red_access"], a["lengths"])
+    if net.truth_input:
+        parts.append(truth)
     if net.belief:
         if "belief" not in a:
             raise ValueError("to_batch: a belief network needs a buffer with the belief field")
         parts.append(belief_rows(a["belief"], a["lengths"]))
-    parts.append(row_cond[flat["rows"][:n]])
+    cond = row_cond[flat["rows"][:n]]
+    parts.append(cond)
     obs = np.concatenate(parts, axis=1)
+    extra = {}
+    if privileged:
+        valid = np.arange(rewards.shape[1])[None, :] < np.asarray(a["lengths"])[:, None]
+        extra.update(truth=truth, rewards=np.asarray(rewards, np.float32)[valid],
+                     lengths=np.array(a["lengths"], np.int32))
+    if teacher is not None:
+        t_in = np.concatenate([flat["obs"][:n]] + ([feats] if t_net.memory else [])
+                              + [truth, cond], axis=1)
+        extra["teacher_probs"] = teacher.probs(t_in, allowed.view(bool) if t_net.mask else None)
     return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],
                  values=flat["values"][:n], advantages=flat["advantages"][:n],
-                 returns=flat["returns"][:n], masks=masks)
+                 returns=flat["returns"][:n], masks=masks, **extra)

@@ -94,11 +94,23 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self.version = 0
         self.entropy_coef = cfg.entropy_coef
         self.kl_stops = 0   # updates this learner ended early by the KL stop
+        self.progress = 0.0   # share of the run done (set_progress): the teacher's schedule
+        # the privileged parts (wfrl.ppo.privileged), made after the model: its initialisation
+        # draws from torch's generator first, so a run without them starts exactly as before
+        self.privileged = self.distiller = None
+        if cfg.privileged_critic:
+            from wfrl.ppo.privileged import PrivilegedCritic
+            self.privileged = PrivilegedCritic(self.net.in_dim, cfg.hidden, cfg.lr, seed)
+        if cfg.teacher is not None:
+            from wfrl.ppo.privileged import Distiller
+            self.distiller = Distiller(self.model, self.net.in_dim, cfg.hidden, cfg.lr, seed,
+                                       cfg.teacher_coef, cfg.teacher_anneal, cfg.teacher_alpha)
 
     def set_progress(self, frac: float) -> None:
         """Move the learning rate and entropy weight along their schedules: frac is the share of
         the run's episodes already trained on (0 at the start, 1 at the end)."""
         frac = min(max(float(frac), 0.0), 1.0)
+        self.progress = frac
         cfg = self.cfg
         for g in self.opt.param_groups:
             g["lr"] = cfg.lr * (1.0 + (cfg.lr_final - 1.0) * frac)
@@ -129,7 +141,21 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return {**self._update(batch, between, stale, prepared), **batch_stats(batch, lr)}
+            extra = {}
+            if self.privileged is not None:
+                # advantages and returns from the privileged critic (what was prepared ahead
+                # from the rollout's values no longer applies)
+                batch = self.privileged.relabel(batch, self.cfg.gamma, self.cfg.gae_lambda)
+                prepared = None
+            out = {**self._update(batch, between, stale, prepared), **batch_stats(batch, lr)}
+            cfg = self.cfg
+            if self.privileged is not None:
+                extra["privileged_value_loss"] = self.privileged.fit(
+                    batch, cfg.epochs, cfg.minibatches, lr, cfg.max_grad_norm)
+            if self.distiller is not None:
+                extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
+                                                 cfg.max_grad_norm))
+            return {**out, **extra}
         finally:
             self._steps = None     # (they hold this update's tensors; made again by the next)
             if enabled:
@@ -473,8 +499,13 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
 
     def state(self) -> dict:
         """Everything needed to continue training; loadable with torch.load(weights_only=True)."""
-        return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
-                "version": self.version, "rng": self._gen.get_state()}
+        out = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+               "version": self.version, "rng": self._gen.get_state()}
+        if self.privileged is not None:
+            out["privileged_critic"] = self.privileged.state()
+        if self.distiller is not None:
+            out["distiller"] = self.distiller.state()
+        return out
 
     def load_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -483,3 +514,9 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self.version = int(state.get("version", 0))
         if "rng" in state:  # the minibatch shuffles continue exactly where they stopped
             self._gen.set_state(state["rng"])
+        # a run's privileged parts continue where they stopped (a policy started from a
+        # checkpoint without them starts them fresh)
+        if self.privileged is not None and "privileged_critic" in state:
+            self.privileged.load_state(state["privileged_critic"])
+        if self.distiller is not None and "distiller" in state:
+            self.distiller.load_state(state["distiller"])

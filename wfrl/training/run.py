@@ -19,7 +19,7 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version,
-                                 log_row, policy_payload)
+                                 load_teacher, log_row, policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, read_csv,
                          save_checkpoint, truncate_csv, write_json)
@@ -90,6 +90,8 @@ def train(cfg: TrainConfig, progress=None, resume: bool = False) -> dict:
     # a bad --init-from fails before the run directory is touched; a resume reads its commit
     # under the lock (before its first commit it starts again from the same weights)
     start = None if resume else initial_weights(cfg)
+    if cfg.ppo.teacher is not None:   # a bad --teacher likewise (the run loads it again)
+        load_teacher(cfg.ppo.teacher, cfg.backend)
     with locked_dir(cfg.out, "training run"):
         committed = committed_update(cfg.out) if resume else None
         if resume and committed is None:
@@ -181,7 +183,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
         c = make_collector(cfg.resolved_collector(), cfg.backend, cfg.red_agent, net, cfg.seed,
                            lam, cfg.count_foothold, cfg.n_workers, per_update,
                            ray_address=cfg.ray_address)
-        return c, LearnerSteps(c, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
+        return c, LearnerSteps(c, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads,
+                               backend=cfg.backend)
 
     episodes, update, stop = saved.get("episodes", 0), saved.get("update", 0), "budget"
     env_r, compliance = saved.get("env_reward"), saved.get("compliance")

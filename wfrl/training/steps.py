@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from wfrl.errors import UserError
 from wfrl.ppo.batch import to_batch
 from wfrl.workflow import FIRST_FIX_BONUS, Workflow
 from wfrl.stats import mean_se
@@ -35,7 +36,24 @@ def first_fix_reward(ppo_cfg, collector) -> float:
     return 0.0 if ppo_cfg.first_fix_bonus else -FIRST_FIX_BONUS * float(collector.lam)
 
 
-def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
+def load_teacher(path: str, backend: str):
+    """The frozen teacher of --teacher (wfrl.ppo.privileged.Teacher) for a run on `backend`: a
+    full-information checkpoint trained on the same CybORG code."""
+    from wfrl.envs.base import is_leaderboard
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.ppo.privileged import Teacher
+    from wfrl.runlog import load_checkpoint
+    ck = load_checkpoint(path)
+    flat, net = weights_from_checkpoint(ck)
+    cfg = ck.get("config") if isinstance(ck.get("config"), dict) else {}
+    trained_on = cfg.get("backend")
+    if isinstance(trained_on, str) and is_leaderboard(trained_on) != is_leaderboard(backend):
+        raise UserError(f"--teacher {path} was trained on {trained_on}, the other CybORG code "
+                        f"than this run's {backend}")
+    return Teacher(flat, net, path)
+
+
+def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg, teacher=None):
     """Collect n episodes with the learner's current weights, then one PPO update on them.
     Returns (episode stats, update stats, collection seconds, update seconds)."""
     t0 = time.perf_counter()
@@ -43,7 +61,8 @@ def ppo_step(collector, learner, wf, row_cond, first_episode, n, ppo_cfg):
                             spread=True)
     t1 = time.perf_counter()
     batch = to_batch(collector.buffer, row_cond, ppo_cfg.gamma, ppo_cfg.gae_lambda, ppo_cfg.net(),
-                     first_fix=first_fix_reward(ppo_cfg, collector))
+                     first_fix=first_fix_reward(ppo_cfg, collector),
+                     privileged=ppo_cfg.privileged_critic, teacher=teacher)
     ustats = learner.update(batch)
     return eps, ustats, t1 - t0, time.perf_counter() - t1
 
@@ -98,13 +117,18 @@ class LearnerSteps:
     the episode statistics, so an overlapped run is as deterministic as one without overlap, and a run with
     overlap=False is exactly ppo_step, update after update."""
 
-    def __init__(self, collector, ppo_cfg, overlap: bool = False, threads: int = 1):
+    def __init__(self, collector, ppo_cfg, overlap: bool = False, threads: int = 1,
+                 backend: str = "sim"):
         """threads: torch threads of the learner's update (set for each update and restored
         after; --learner-threads). One by default: the compact update's products are too small
         for a second thread to pay (docs/benchmarks.md), and a learner that spins two OpenMP
         threads on a machine where another process holds a core waits on its own threads
         (docs/learner.md, "Threads")."""
         self.collector, self.ppo_cfg, self.overlap = collector, ppo_cfg, overlap
+        # --teacher: loaded once; its distribution is computed with each batch (it is frozen,
+        # so a batch built ahead on the collecting thread gets the same labels)
+        self.teacher = (None if ppo_cfg.teacher is None else
+                        load_teacher(ppo_cfg.teacher, backend))
         self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
         self._ahead = None      # (key, _Background, weights, version, conditioning)
         import torch
@@ -169,7 +193,8 @@ class LearnerSteps:
         """The learner's batch from the episodes in the collector's buffer (to_batch)."""
         cfg = self.ppo_cfg
         return to_batch(self.collector.buffer, row_cond, cfg.gamma, cfg.gae_lambda, cfg.net(),
-                        first_fix=self.first_fix)
+                        first_fix=self.first_fix, privileged=cfg.privileged_critic,
+                        teacher=self.teacher)
 
     def _collect_batch(self, weights, version, wf, first_episode, n, row_cond, prepare):
         """A batch collected ahead, the learner's batch built from it and the update's

@@ -1,0 +1,241 @@
+"""Learning with what the simulator knows while acting on what the defender sees.
+
+Two additions to the PPO update, each reading red's true access (the truth block,
+wfrl.features.truth_features) that the trajectory buffer records at every step, and neither
+changing the policy that plays: a checkpoint is the same actor-critic, played the same way on
+every backend.
+
+- **PrivilegedCritic** (`--privileged-critic`): a value network of its own that reads the policy's
+  input and the truth block. The update's advantages and returns are GAE over its values (the
+  recorded rows, complete episodes) instead of the rollout's; it is then fitted to those returns
+  over the same epochs and minibatches. The actor-critic's own critic still learns the returns
+  (the planner's leaf values read it).
+- **Distiller** (`--teacher CKPT`): a full-information policy (a `--truth-input` checkpoint, the
+  bound) labels every state the student played with its action distribution (computed when the
+  batch is built: the teacher is frozen). After each PPO update one pass over the batch lowers
+  the weighted KL(teacher ‖ student) of the student's actor. The weight falls linearly to 0 over
+  the first `teacher_anneal` of the run, and per state it is exp(−α·KL(teacher ‖ auxiliary)),
+  where an auxiliary head learns to predict the teacher from the student's input alone: where it
+  cannot, the student cannot infer what the teacher knows, and the state counts little (ADVISOR,
+  Weihs et al. 2021, "Bridging the imitation gap by adaptive insubordination").
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+from torch import nn
+
+from wfrl.envs.actions import N_ACTIONS
+from wfrl.errors import UserError
+from wfrl.features import MASKED_LOGIT, TRUTH_DIM
+from wfrl.ppo.gae import gae
+from wfrl.ppo.netspec import NetSpec, layer_shapes
+
+
+def _mlp(out_dim: int, hidden: int, in_dim: int, gain: float) -> nn.Sequential:
+    net = nn.Sequential(nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden),
+                        nn.Tanh(), nn.Linear(hidden, out_dim))
+    for i, layer in enumerate(m for m in net if isinstance(m, nn.Linear)):
+        nn.init.orthogonal_(layer.weight, gain if i == 2 else np.sqrt(2))
+        nn.init.zeros_(layer.bias)
+    return net
+
+
+def _forward(net: nn.Sequential, x: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """net(x) through the input columns `cols` only: the batch's other columns are 0 in every
+    row, add exactly 0 to the first layer and get a gradient of exactly 0 (as in
+    wfrl.ppo.prepare.Compact), so leaving them out changes nothing but the arithmetic done."""
+    first = net[0]
+    h = torch.tanh(x @ first.weight[:, cols].T + first.bias)
+    return net[2:](h)
+
+
+def _used_columns(x: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.flatnonzero(x.numpy().any(0)))
+
+
+def _minibatches(n: int, k: int, gen: torch.Generator):
+    perm = torch.randperm(n, generator=gen)
+    mb = max(1, -(-n // k))
+    for start in range(0, n, mb):
+        yield perm[start:start + mb]
+
+
+def rows_of(flat: np.ndarray, lengths: np.ndarray, T: int) -> np.ndarray:
+    """Flat per-step values (row-major valid steps, the order of the learner's batch) back into
+    [rows, T] arrays, 0 past each row's length."""
+    out = np.zeros((len(lengths), T), np.float32)
+    out[np.arange(T)[None, :] < lengths[:, None]] = flat
+    return out
+
+
+def privileged_gae(values: np.ndarray, rewards: np.ndarray, lengths: np.ndarray,
+                   gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages, returns), flat, of GAE over the batch's rows with these values (each row one
+    complete episode: done at its last step, nothing bootstrapped)."""
+    lengths = np.asarray(lengths, np.int32)
+    T = max(1, int(lengths.max(initial=0)))
+    valid = np.arange(T)[None, :] < lengths[:, None]
+    dones = np.zeros((len(lengths), T), np.uint8)
+    dones[np.arange(len(lengths)), np.maximum(lengths - 1, 0)] = 1
+    adv, ret = gae(rows_of(rewards, lengths, T), rows_of(values, lengths, T), dones, lengths,
+                   np.zeros(len(lengths), np.float32), gamma, lam)
+    return adv[valid], ret[valid]
+
+
+class PrivilegedCritic:
+    """V(policy input ⊕ truth block), its own Adam and minibatch order (see the module)."""
+
+    def __init__(self, in_dim: int, hidden: int, lr: float, seed: int):
+        self.in_dim = in_dim + TRUTH_DIM
+        self.net = _mlp(1, hidden, self.in_dim, 1.0)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        self.gen = torch.Generator().manual_seed(seed + 0x5EED)
+
+    def inputs(self, batch) -> torch.Tensor:
+        if batch.truth is None:
+            raise ValueError("a privileged critic needs the batch's truth rows (to_batch "
+                             "privileged=True)")
+        return torch.from_numpy(np.concatenate((batch.obs, batch.truth), axis=1))
+
+    @torch.no_grad()
+    def relabel(self, batch, gamma: float, lam: float):
+        """The batch with its values, advantages and returns from this critic."""
+        x = self.inputs(batch)
+        v = self.net(x).squeeze(-1).numpy().astype(np.float32)
+        adv, ret = privileged_gae(v, batch.rewards, batch.lengths, gamma, lam)
+        return dataclasses.replace(batch, values=v, advantages=adv, returns=ret)
+
+    def fit(self, batch, epochs: int, minibatches: int, lr: float, max_grad_norm: float) -> float:
+        """The value loss's descent on the batch's returns; returns the mean loss."""
+        x, ret = self.inputs(batch), torch.from_numpy(np.asarray(batch.returns, np.float32))
+        cols = _used_columns(x)
+        x = x[:, cols]
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        losses = []
+        for _ in range(epochs):
+            for idx in _minibatches(len(ret), minibatches, self.gen):
+                loss = 0.5 * (_forward(self.net, x[idx], cols).squeeze(-1) - ret[idx]).pow(2).mean()
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), max_grad_norm)
+                self.opt.step()
+                losses.append(loss.item())
+        return float(np.mean(losses)) if losses else 0.0
+
+    def state(self) -> dict:
+        return {"net": self.net.state_dict(), "opt": self.opt.state_dict(),
+                "rng": self.gen.get_state()}
+
+    def load_state(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.gen.set_state(state["rng"])
+
+
+class Teacher:
+    """A frozen full-information policy: its NetSpec (truth input on, no belief) and its actor's
+    weights, evaluated on a whole batch at once with numpy."""
+
+    def __init__(self, flat: np.ndarray, net: NetSpec, source: str = "teacher"):
+        if not net.truth_input:
+            raise UserError(f"--teacher {source}: not a full-information policy (train it with "
+                            "--truth-input)")
+        if net.belief:
+            raise UserError(f"--teacher {source}: a teacher with the belief input is not "
+                            "supported")
+        self.net, self.source = net, source
+        views, k = [], 0
+        for o, i in layer_shapes(net.hidden, net.in_dim)[:3]:
+            views.append((flat[k:k + o * i].reshape(o, i), flat[k + o * i:k + o * i + o]))
+            k += o * i + o
+        self._actor = views
+
+    def probs(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+        """Action probabilities float32 [N, 145] for teacher inputs x [N, in_dim]; allowed: the
+        teacher's own mask (bool [N, 145]) where its network masks."""
+        (w1, b1), (w2, b2), (w3, b3) = self._actor
+        h = np.tanh(np.tanh(x @ w1.T + b1) @ w2.T + b2)
+        z = h @ w3.T + b3
+        if allowed is not None:
+            z = np.where(allowed, z, np.float32(MASKED_LOGIT))
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        return p.astype(np.float32)
+
+
+class Distiller:
+    """The student's pass toward the teacher after each update (see the module): its own Adam on
+    the actor's parameters, the auxiliary head and its Adam, and the minibatch order."""
+
+    def __init__(self, model: nn.Module, in_dim: int, hidden: int, lr: float, seed: int,
+                 coef: float, anneal: float, alpha: float):
+        self.model, self.coef, self.anneal, self.alpha = model, coef, anneal, alpha
+        self.opt = torch.optim.Adam(model.actor.parameters(), lr=lr, eps=1e-5)
+        self.aux = _mlp(N_ACTIONS, hidden, in_dim, 0.01)
+        self.aux_opt = torch.optim.Adam(self.aux.parameters(), lr=lr, eps=1e-5)
+        self.gen = torch.Generator().manual_seed(seed + 0xD157)
+
+    def weight(self, frac: float) -> float:
+        """The KL term's weight at progress frac (share of the run's episodes done)."""
+        if self.anneal <= 0:
+            return 0.0
+        return self.coef * max(0.0, 1.0 - frac / self.anneal)
+
+    def step(self, batch, frac: float, minibatches: int, lr: float,
+             max_grad_norm: float) -> dict:
+        """One pass over the batch; {} once the weight has reached 0."""
+        coef = self.weight(frac)
+        if coef <= 0.0 or batch.teacher_probs is None:
+            return {}
+        x = torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32))
+        p_t = torch.from_numpy(batch.teacher_probs)
+        allowed = None if batch.masks is None else torch.from_numpy(np.asarray(batch.masks))
+        if allowed is not None:   # the teacher's mass on actions the student may not take
+            p_t = p_t * allowed
+            p_t = p_t / p_t.sum(-1, keepdim=True).clamp_min(1e-12)
+        log_t = torch.log(p_t.clamp_min(1e-12))
+        for opt in (self.opt, self.aux_opt):
+            for g in opt.param_groups:
+                g["lr"] = lr
+        cols = _used_columns(x)
+        x = x[:, cols]
+        kls, weights = [], []
+        for idx in _minibatches(len(x), minibatches, self.gen):
+            xi, pi, li = x[idx], p_t[idx], log_t[idx]
+            mi = None if allowed is None else allowed[idx]
+            kl_s = self._kl(_forward(self.model.actor, xi, cols), pi, li, mi)
+            kl_aux = self._kl(_forward(self.aux, xi, cols), pi, li, mi)
+            w = (torch.exp(-self.alpha * kl_aux.detach()) if self.alpha > 0
+                 else torch.ones_like(kl_aux))
+            loss = coef * (w * kl_s).mean()
+            self.opt.zero_grad(set_to_none=True)
+            self.aux_opt.zero_grad(set_to_none=True)
+            (loss + kl_aux.mean()).backward()
+            nn.utils.clip_grad_norm_(self.model.actor.parameters(), max_grad_norm)
+            self.opt.step()
+            self.aux_opt.step()
+            kls.append(kl_s.mean().item())
+            weights.append(w.mean().item())
+        return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
+                "teacher_coef": coef}
+
+    @staticmethod
+    def _kl(logits, p_t, log_t, allowed):
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, MASKED_LOGIT)
+        return (p_t * (log_t - torch.log_softmax(logits, -1))).sum(-1)
+
+    def state(self) -> dict:
+        return {"opt": self.opt.state_dict(), "aux": self.aux.state_dict(),
+                "aux_opt": self.aux_opt.state_dict(), "rng": self.gen.get_state()}
+
+    def load_state(self, state: dict) -> None:
+        self.opt.load_state_dict(state["opt"])
+        self.aux.load_state_dict(state["aux"])
+        self.aux_opt.load_state_dict(state["aux_opt"])
+        self.gen.set_state(state["rng"])

@@ -110,6 +110,27 @@ def test_relabel_uses_the_critics_values():
     assert critic.fit(out, 2, 2, 1e-2, 0.5) < before       # it learns the returns
 
 
+@pytest.mark.skipif(not __import__("wfrl._core").\
+                    _core.compiled_step_fast(), reason="the compiled step needs AVX-512 here")
+def test_compiled_fit_equals_the_torch_twin():
+    """The privileged critic's compiled minibatch steps (the learner's NetStep.critic_step)
+    against its torch steps from the same start: the same losses and weights up to rounding."""
+    buffer, cond, net = _collected()
+    b = to_batch(buffer, cond, 0.99, 0.95, net, privileged=True)
+    fits = []
+    for compiled in (True, False):
+        torch.manual_seed(7)
+        c = PrivilegedCritic(net.in_dim, 16, 1e-3, 0, 0.5, compiled=compiled)
+        out = c.relabel(b, 0.99, 0.95)
+        losses = [c.fit(out, 2, 3, 3e-3, 0.5) for _ in range(3)]
+        fits.append((losses, [p.detach().clone() for p in c.net.parameters()]))
+    (l_c, w_c), (l_t, w_t) = fits
+    np.testing.assert_allclose(l_c, l_t, rtol=1e-4)
+    for a, b_ in zip(w_c, w_t):
+        np.testing.assert_allclose(a.numpy(), b_.numpy(), rtol=1e-3, atol=1e-5)
+    assert not torch.equal(w_c[0], PrivilegedCritic(net.in_dim, 16, 1e-3, 0).net[0].weight)
+
+
 @pytest.fixture(scope="module")
 def teacher_ckpt(tmp_path_factory):
     """A (tiny) full-information policy of the installed code."""

@@ -166,9 +166,13 @@ def _bench_search(a) -> int:
 def _bench_train(a) -> int:
     from wfrl.config.tools import BenchTrainConfig
     cfg = BenchTrainConfig(**_given(a, field_names(BenchTrainConfig))).validate()
-    from wfrl.tools.benchmarks import bench_belief_train, bench_train
+    from wfrl.tools.benchmarks import bench_belief_train, bench_privileged_train, bench_train
     say = None if a.json else (lambda line: print(line, flush=True))
-    if cfg.belief_input:
+    if cfg.privileged:
+        res = bench_privileged_train(cfg.teacher, cfg.episodes_per_update, cfg.e2e_episodes,
+                                     cfg.repeats, cfg.collector, cfg.n_workers, cfg.red_agent,
+                                     cfg.seed, progress=say)
+    elif cfg.belief_input:
         res = bench_belief_train(cfg.belief_input, cfg.episodes_per_update, cfg.batches,
                                  cfg.e2e_episodes, cfg.repeats, cfg.collector, cfg.n_workers,
                                  cfg.red_agent, cfg.seed, progress=say)

@@ -86,6 +86,17 @@ class BenchTrainConfig(Settings):
     belief_input: int = setting(0, check=belief_particles, metavar="N")
     """Time only training with the belief block of N particles against the same training without
     it (collect alone and end to end, alternated); 0: the other measurements."""
+    privileged: bool = False
+    """Time only training with the privileged routes (--privileged-critic, and --teacher with
+    the teacher given here) against the recipe, end to end, alternated run by run."""
+    teacher: str | None = setting(None, metavar="CHECKPOINT")
+    """The teacher of --privileged's teacher routes (a --truth-input checkpoint)."""
+
+    def _check_together(self) -> None:
+        if self.teacher is not None and not self.privileged:
+            raise UserError("--teacher applies to wfrl bench train --privileged")
+        if self.privileged and self.belief_input:
+            raise UserError("--privileged and --belief-input time different things: give one")
 
 
 @dataclass

@@ -100,7 +100,9 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self.privileged = self.distiller = None
         if cfg.privileged_critic:
             from wfrl.ppo.privileged import PrivilegedCritic
-            self.privileged = PrivilegedCritic(self.net.in_dim, cfg.hidden, cfg.lr, seed)
+            self.privileged = PrivilegedCritic(self.net.in_dim, cfg.hidden, cfg.lr, seed,
+                                               cfg.max_grad_norm, compiled=self.compiled
+                                               and COMPILED_FAST)
         if cfg.teacher is not None:
             from wfrl.ppo.privileged import Distiller
             self.distiller = Distiller(self.model, self.net.in_dim, cfg.hidden, cfg.lr, seed,
@@ -151,7 +153,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             cfg = self.cfg
             if self.privileged is not None:
                 extra["privileged_value_loss"] = self.privileged.fit(
-                    batch, cfg.epochs, cfg.minibatches, lr, cfg.max_grad_norm)
+                    batch, cfg.epochs, cfg.minibatches, lr, cfg.value_coef)
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
                                                  cfg.max_grad_norm))

@@ -86,13 +86,34 @@ def privileged_gae(values: np.ndarray, rewards: np.ndarray, lengths: np.ndarray,
 
 
 class PrivilegedCritic:
-    """V(policy input ⊕ truth block), its own Adam and minibatch order (see the module)."""
+    """V(policy input ⊕ truth block), its own Adam and minibatch order (see the module).
 
-    def __init__(self, in_dim: int, hidden: int, lr: float, seed: int):
+    compiled: its minibatch steps run in C (wfrl._core.NetStep.critic_step, the learner's own
+    compiled critic step: forward, backward, clip and Adam in one call); else in torch, the plain
+    twin (tests/test_privileged.py holds them together). Both take the learner's value loss,
+    value_coef · 0.5·mean((v − return)²), Adam (0.9, 0.999, eps 1e-5) and the norm clip."""
+
+    def __init__(self, in_dim: int, hidden: int, lr: float, seed: int,
+                 max_grad_norm: float = 0.5, compiled: bool | None = None):
         self.in_dim = in_dim + TRUTH_DIM
         self.net = _mlp(1, hidden, self.in_dim, 1.0)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        self.max_grad_norm = max_grad_norm
         self.gen = torch.Generator().manual_seed(seed + 0x5EED)
+        if compiled is None:
+            import wfrl._core as _core
+            compiled = bool(_core.compiled_step_fast())
+        self.compiled = compiled
+        self.opt = None if compiled else torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        self._adam = None
+        if compiled:
+            import wfrl._core as _core
+            params = [p.detach().numpy() for p in self.net.parameters()]
+            self._adam = {"m": [np.zeros_like(p) for p in params],
+                          "v": [np.zeros_like(p) for p in params],
+                          "steps": [np.zeros((), np.float32) for _ in params]}
+            self._step = _core.NetStep(params, [np.zeros_like(p) for p in params],
+                                       self._adam["m"], self._adam["v"], self._adam["steps"],
+                                       0.9, 0.999, 1e-5, max_grad_norm)
 
     def inputs(self, batch) -> torch.Tensor:
         if batch.truth is None:
@@ -108,32 +129,55 @@ class PrivilegedCritic:
         adv, ret = privileged_gae(v, batch.rewards, batch.lengths, gamma, lam)
         return dataclasses.replace(batch, values=v, advantages=adv, returns=ret)
 
-    def fit(self, batch, epochs: int, minibatches: int, lr: float, max_grad_norm: float) -> float:
+    def fit(self, batch, epochs: int, minibatches: int, lr: float, value_coef: float) -> float:
         """The value loss's descent on the batch's returns; returns the mean loss."""
         x, ret = self.inputs(batch), torch.from_numpy(np.asarray(batch.returns, np.float32))
         cols = _used_columns(x)
         x = x[:, cols]
-        for g in self.opt.param_groups:
-            g["lr"] = lr
+        if self.opt is not None:
+            for g in self.opt.param_groups:
+                g["lr"] = lr
+        cols_np = cols.numpy().astype(np.int64)
         losses = []
         for _ in range(epochs):
             for idx in _minibatches(len(ret), minibatches, self.gen):
-                loss = 0.5 * (_forward(self.net, x[idx], cols).squeeze(-1) - ret[idx]).pow(2).mean()
+                if self.compiled:
+                    loss, _ = self._step.critic_step(
+                        np.ascontiguousarray(x[idx].numpy()), cols_np,
+                        np.ascontiguousarray(ret[idx].numpy()), value_coef, lr)
+                    losses.append(loss)
+                    continue
+                half_mse = 0.5 * (_forward(self.net, x[idx], cols).squeeze(-1)
+                                  - ret[idx]).pow(2).mean()
                 self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.net.parameters(), max_grad_norm)
+                (value_coef * half_mse).backward()
+                nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
                 self.opt.step()
-                losses.append(loss.item())
+                losses.append(half_mse.item())
         return float(np.mean(losses)) if losses else 0.0
 
     def state(self) -> dict:
-        return {"net": self.net.state_dict(), "opt": self.opt.state_dict(),
-                "rng": self.gen.get_state()}
+        out = {"net": self.net.state_dict(), "rng": self.gen.get_state()}
+        if self.opt is not None:
+            out["opt"] = self.opt.state_dict()
+        else:
+            out["adam"] = {k: [torch.from_numpy(a.copy()) for a in v]
+                           for k, v in self._adam.items()}
+        return out
 
     def load_state(self, state: dict) -> None:
-        self.net.load_state_dict(state["net"])
-        self.opt.load_state_dict(state["opt"])
+        """A saved critic, its minibatch order and (from the same kind of step, compiled or
+        torch) its Adam moments; moments of the other kind start fresh."""
+        with torch.no_grad():   # in place: the compiled step holds the parameters' memory
+            for p, q in zip(self.net.parameters(), state["net"].values()):
+                p.copy_(q)
         self.gen.set_state(state["rng"])
+        if self.opt is not None and "opt" in state:
+            self.opt.load_state_dict(state["opt"])
+        elif self._adam is not None and "adam" in state:
+            for k, arrays in self._adam.items():
+                for a, t in zip(arrays, state["adam"][k]):
+                    a[...] = t.numpy()
 
 
 class Teacher:

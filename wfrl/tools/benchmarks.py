@@ -331,3 +331,46 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
     say(f"end to end: {out['e2e_plain_episodes_per_s']:.0f} episodes/s without the belief, "
         f"{out['e2e_belief_episodes_per_s']:.0f} with it: {out['belief_vs_plain']:.2f}x")
     return out
+
+
+def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
+                           e2e_episodes: int = 4000, repeats: int = 3,
+                           collector: str = "auto", n_workers: int = 2,
+                           red_agent: str = "mixed", seed: int = 0, progress=None) -> dict:
+    """What the privileged routes (wfrl.ppo.privileged) cost a training run, in one run, on the
+    simulator with the recipe's learner settings: `wfrl train --workflow critical_first` on
+    e2e_episodes episodes with the recipe alone, with --privileged-critic, and (given a teacher)
+    with --teacher and with both, alternated run by run `repeats` times (median episodes/s, the
+    wall time including start-up). ROUTE_vs_recipe is each route's end-to-end ratio. The
+    teacher's weight is annealed as in a run (to 0 over the first 70 %)."""
+    from wfrl.config.run import PPOConfig, preset_settings, resolve_collector
+
+    from wfrl.training.steps import load_teacher
+    if teacher is not None:
+        load_teacher(teacher, "sim")     # a bad teacher is said before any run
+    say = progress or (lambda line: None)
+    collector = resolve_collector(collector)
+    _, ppo_preset = preset_settings("recipe")
+    routes = {"recipe": {}, "pcritic": {"privileged_critic": True}}
+    if teacher is not None:
+        routes.update(teacher={"teacher": teacher},
+                      pcritic_teacher={"privileged_critic": True, "teacher": teacher})
+    wf = Workflow.parse("critical_first")
+    walls = _train_walls({k: {"ppo": PPOConfig(**{**ppo_preset, **r})} for k, r in routes.items()},
+                         dict(workflow=str(wf), collector=collector, n_workers=n_workers,
+                              red_agent=red_agent, total_episodes=e2e_episodes,
+                              episodes_per_update=episodes_per_update, seed=seed),
+                         repeats, say)
+    out = {"collector": collector, "n_workers": n_workers, "teacher": teacher,
+           "episodes_per_update": episodes_per_update, "red_agent": red_agent,
+           "e2e_episodes": e2e_episodes}
+    for k in routes:
+        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
+        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    for k in routes:
+        if k != "recipe":
+            out[f"{k}_vs_recipe"] = out[f"e2e_{k}_episodes_per_s"] / \
+                out["e2e_recipe_episodes_per_s"]
+            say(f"end to end, {k.replace('_', ' + ')}: {out[f'{k}_vs_recipe']:.2f}x the recipe")
+    return out
+

@@ -21,6 +21,12 @@ same training without it, collect alone and end to end alternated in one run
 (wfrl.tools.benchmarks.bench_belief_train; `wfrl bench train --belief-input 32 ...` prints the same).
 Asserted: end to end with the belief at ≥ 0.5x the rate without it.
 
+test_privileged_training_throughput (issue: learn with what the simulator knows): the recipe's
+training (sequential collector, 200 episodes per update, mixed red) alone, with
+--privileged-critic, with --teacher pretrained:bound and with both, alternated run by run in one
+run (wfrl.tools.benchmarks.bench_privileged_train; `wfrl bench train --privileged --teacher
+pretrained:bound` prints the same). Asserted: every route at ≥ 0.5x the recipe end to end.
+
 test_quick_exit: a short command (`wfrl eval`, one episode) with wfrl's quick exit against the
 ordinary interpreter exit (WFRL_ORDINARY_EXIT=1), alternated, medians of seven: the quick exit
 stays only while it is faster.
@@ -31,7 +37,7 @@ import subprocess
 import sys
 import time
 
-from wfrl.tools.benchmarks import bench_belief_train, bench_train
+from wfrl.tools.benchmarks import bench_belief_train, bench_privileged_train, bench_train
 from wfrl.ppo.learner import COMPILED_FAST
 
 
@@ -66,6 +72,18 @@ def test_belief_training_throughput(benchmark):
                        rounds=1, iterations=1)
     benchmark.extra_info.update({k: v for k, v in out.items() if not isinstance(v, list)})
     assert out["belief_vs_plain"] >= 0.5
+
+
+def test_privileged_training_throughput(benchmark):
+    out = {}
+    benchmark.group = "train"
+    benchmark.pedantic(lambda: out.update(bench_privileged_train(
+                           "pretrained:bound", 200, e2e_episodes=6000, repeats=3,
+                           collector="sequential", progress=print)),
+                       rounds=1, iterations=1)
+    benchmark.extra_info.update({k: v for k, v in out.items() if not isinstance(v, list)})
+    for route in ("pcritic", "teacher", "pcritic_teacher"):
+        assert out[f"{route}_vs_recipe"] >= 0.5, route
 
 
 def test_quick_exit(benchmark):

@@ -175,6 +175,8 @@ def test_bad_combinations_are_one_line(tmp_path, teacher_ckpt):
         (("--teacher", teacher_ckpt, "--backend", "sim:leaderboard"), "the other CybORG code"),
         (("--privileged-critic", "--truth-input"), "without the truth input"),
         (("--teacher", tmp_path / "missing.pt"), "missing.pt"),
+        (("--teacher", "pretrained:bound", "--backend", "sim:leaderboard"),
+         "the other CybORG code"),
     ]
     for flags, words in cases:
         res = run_wfrl(*base, *flags)

@@ -2,7 +2,8 @@
 # The privileged-learning ablation (docs/privileged.md): the shipped recipe (mixed red,
 # critical_first, memory and mask, --no-first-fix-bonus, schedules annealed to 0.1) at EPISODES
 # episodes, alone and with each route: the privileged critic, the teacher (TEACHER: a
-# --truth-input checkpoint) with and without its per-state weighting, and both; LANES runs at a
+# --truth-input checkpoint) with and without its per-state weighting, and both, and the cheaper
+# forms (_fast: two passes of the privileged critic, one step of the teacher's); LANES runs at a
 # time (VARIANTS: a subset of the names). Then every run's best.pt on the CAGE2 protocol on the
 # simulator (seed 153, 1,000 episodes per setting; training never plays seed 153).
 #   TEACHER=ckpt.pt bash experiments/privileged_ablation.sh OUT_DIR
@@ -18,7 +19,9 @@ for seed in ${SEEDS:-1 2}; do
     jobs+=("recipe_s$seed" "pcritic_s$seed --privileged-critic"
            "teacher_s$seed --teacher $teacher"
            "teacher_flat_s$seed --teacher $teacher --teacher-alpha 0"
-           "pcritic_teacher_s$seed --privileged-critic --teacher $teacher")
+           "pcritic_teacher_s$seed --privileged-critic --teacher $teacher"
+           "pcritic_fast_s$seed --privileged-critic --privileged-epochs 2"
+           "pcritic_teacher_fast_s$seed --privileged-critic --privileged-epochs 2 --teacher $teacher --teacher-steps 1")
 done
 if [ -n "${VARIANTS:-}" ]; then
     keep=()

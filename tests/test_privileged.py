@@ -194,3 +194,22 @@ def test_settings_round_trip_and_older_runs_default_off():
     from wfrl.config.run import with_older_runs_ppo
     old = with_older_runs_ppo({})
     assert old["privileged_critic"] is False and old["teacher"] is None
+
+
+def test_the_teachers_pass_takes_the_steps_asked_for():
+    buffer, cond, net = _collected()
+    t_net = NetSpec(16, memory=True, mask=True, truth_input=True)
+    torch.manual_seed(3)
+    teacher = Teacher(ActorCritic(t_net.hidden, t_net.in_dim).flat_weights(), t_net)
+    b = to_batch(buffer, cond, 0.99, 0.95, net, teacher=teacher)
+    from wfrl.ppo.privileged import Distiller
+    for steps, expect in ((None, 4), (4, 4), (1, 1)):
+        torch.manual_seed(0)
+        model = ActorCritic(net.hidden, net.in_dim)
+        d = Distiller(model, net.in_dim, 16, 1e-3, 0, 1.0, 0.7, 4.0)
+        before = [p.detach().clone() for p in model.actor.parameters()]
+        out = d.step(b, 0.0, 4, 1e-3, 0.5, steps)
+        assert d.opt.state[next(model.actor.parameters())]["step"] == expect
+        assert 0 < out["teacher_weight"] <= 1 and out["teacher_coef"] == 1.0
+        assert any(not torch.equal(a, p) for a, p in zip(before, model.actor.parameters()))
+        assert d.step(b, 0.7, 4, 1e-3, 0.5, steps) == {}     # annealed away: nothing done

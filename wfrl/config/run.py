@@ -80,6 +80,8 @@ class PPOConfig(Settings):
     """Advantages from a value network of its own that also reads red's true access (recorded
     by the simulator at every step); the policy still sees only the defender's input
     (docs/privileged.md)."""
+    privileged_epochs: int = setting(6, check=positive)
+    """Passes of the privileged critic over each batch (its minibatches are the update's)."""
     teacher: str | None = setting(None, metavar="CHECKPOINT")
     """A full-information policy (a --truth-input checkpoint) whose action distribution at every
     state the student plays pulls the student's actor toward it after each update (a KL term
@@ -88,6 +90,9 @@ class PPOConfig(Settings):
     """Weight of the KL term toward --teacher at the start of the run."""
     teacher_anneal: float = setting(0.7, check=unit_interval)
     """Share of the run over which the teacher's weight falls linearly to 0."""
+    teacher_steps: int = setting(4, check=positive)
+    """Minibatch steps of the teacher's pass after each update, each on one of the batch's
+    --minibatches random shares (at most a whole pass; fewer: cheaper, fewer states)."""
     teacher_alpha: float = setting(4.0, check=non_negative)
     """Per-state weighting: exp(−α · KL(teacher ‖ a head that predicts the teacher from the
     student's input)), low where the student cannot infer what the teacher knows (0 = every
@@ -130,8 +135,8 @@ DEFAULT_PRESET = "recipe"
 PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
                               "clip_per_net": False, "truth_input": False, "belief_input": 0,
                               "belief_red": "mixture", "privileged_critic": False,
-                              "teacher": None, "teacher_coef": 1.0, "teacher_anneal": 0.7,
-                              "teacher_alpha": 4.0}
+                              "privileged_epochs": 6, "teacher": None, "teacher_coef": 1.0,
+                              "teacher_anneal": 0.7, "teacher_steps": 4, "teacher_alpha": 4.0}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

@@ -153,10 +153,10 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             cfg = self.cfg
             if self.privileged is not None:
                 extra["privileged_value_loss"] = self.privileged.fit(
-                    batch, cfg.epochs, cfg.minibatches, lr, cfg.value_coef)
+                    batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef)
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
-                                                 cfg.max_grad_norm))
+                                                 cfg.max_grad_norm, cfg.teacher_steps))
             return {**out, **extra}
         finally:
             self._steps = None     # (they hold this update's tensors; made again by the next)

@@ -231,14 +231,23 @@ class Distiller:
         return self.coef * max(0.0, 1.0 - frac / self.anneal)
 
     def step(self, batch, frac: float, minibatches: int, lr: float,
-             max_grad_norm: float) -> dict:
-        """One pass over the batch; {} once the weight has reached 0."""
+             max_grad_norm: float, steps: int | None = None) -> dict:
+        """The pass over the batch: `steps` of its `minibatches` random shares (all of them when
+        None); {} once the weight has reached 0."""
         coef = self.weight(frac)
         if coef <= 0.0 or batch.teacher_probs is None:
             return {}
         x = torch.from_numpy(np.ascontiguousarray(batch.obs, np.float32))
         p_t = torch.from_numpy(batch.teacher_probs)
         allowed = None if batch.masks is None else torch.from_numpy(np.asarray(batch.masks))
+        shares = list(_minibatches(len(x), minibatches, self.gen))
+        if steps is not None and steps < len(shares):
+            # only the rows of the shares stepped on are prepared
+            rows = torch.cat(shares[:steps])
+            x, p_t = x[rows], p_t[rows]
+            allowed = None if allowed is None else allowed[rows]
+            bounds = np.cumsum([0] + [len(s) for s in shares[:steps]])
+            shares = [torch.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         if allowed is not None:   # the teacher's mass on actions the student may not take
             p_t = p_t * allowed
             p_t = p_t / p_t.sum(-1, keepdim=True).clamp_min(1e-12)
@@ -249,7 +258,7 @@ class Distiller:
         cols = _used_columns(x)
         x = x[:, cols]
         kls, weights = [], []
-        for idx in _minibatches(len(x), minibatches, self.gen):
+        for idx in shares:
             xi, pi, li = x[idx], p_t[idx], log_t[idx]
             mi = None if allowed is None else allowed[idx]
             kl_s = self._kl(_forward(self.model.actor, xi, cols), pi, li, mi)

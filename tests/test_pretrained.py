@@ -14,10 +14,38 @@ from wfrl.workflow import Workflow
 SHIPPED = {"critical_first": "sim", "critical_first_leaderboard": "sim:leaderboard"}
 # order-conditioned policies that follow any workflow named to them
 ANY_WORKFLOW = {"any_workflow": "sim", "any_workflow_leaderboard": "sim:leaderboard"}
+# the full-information bounds, shipped as the teachers of --teacher (docs/privileged.md)
+TEACHERS = {"bound": "sim", "bound_leaderboard": "sim:leaderboard"}
 
 
 def test_every_shipped_policy_is_tested_here():
-    assert set(pretrained_names()) == set(SHIPPED) | set(ANY_WORKFLOW)
+    assert set(pretrained_names()) == set(SHIPPED) | set(ANY_WORKFLOW) | set(TEACHERS)
+
+
+@pytest.mark.parametrize("name,backend", sorted(TEACHERS.items()))
+def test_the_shipped_bound_reads_the_truth_and_defends(name, backend):
+    """A teacher: the truth input on, small, no optimiser, its command and code recorded; on the
+    simulator by its code it defends at the bound's strength (fresh episodes, with red's true
+    access as its input); --teacher takes it for its own code only."""
+    from wfrl.errors import UserError
+    from wfrl.training.steps import load_teacher
+    assert resolve_checkpoint(f"pretrained:{name}").stat().st_size < 400_000
+    ck = load_checkpoint(f"pretrained:{name}")
+    command = ck["provenance"]["command"]
+    assert "optimizer" not in ck and "--truth-input" in command
+    assert ("--backend sim:leaderboard" in command) == (backend == "sim:leaderboard")
+    assert ck["config"]["backend"] == backend
+    weights, net = weights_from_checkpoint(ck)
+    assert net.truth_input and net.memory and net.mask and not net.belief
+    wf = Workflow.parse(ck["workflow"])
+    for red, floor in (("B_lineAgent", -13.0), ("RedMeanderAgent", -14.0)):
+        stats = play(make_backend(backend, red), weights, net, wf, 30.0, False,
+                     range(5_000_000, 5_000_200), 4242, greedy=True)
+        assert np.mean([s.env_return for s in stats]) > floor, (name, red)
+    assert load_teacher(f"pretrained:{name}", backend).net == net
+    other = "sim" if backend == "sim:leaderboard" else "sim:leaderboard"
+    with pytest.raises(UserError, match="the other CybORG code"):
+        load_teacher(f"pretrained:{name}", other)
 
 
 @pytest.mark.parametrize("name,backend", sorted(ANY_WORKFLOW.items()))

@@ -68,3 +68,15 @@ def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
     Workflow.parse(wf)
     return (weights, net, wf, float(cfg.get("alignment_lambda", 30.0)),
             bool(cfg.get("count_foothold", False)))
+
+
+def trained_on_other_code(ck: dict, backend: str) -> str | None:
+    """The backend a checkpoint records it was trained on, when that plays the other CybORG code
+    than `backend` does (None: the same code, or none recorded)."""
+    from wfrl.envs.base import is_leaderboard
+    cfg = ck.get("config") if isinstance(ck.get("config"), dict) else {}
+    theirs = cfg.get("backend")
+    if isinstance(theirs, str) and is_leaderboard(theirs) != is_leaderboard(backend):
+        return theirs
+    return None
+

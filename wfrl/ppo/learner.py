@@ -144,16 +144,19 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         gc.disable()
         try:
             extra = {}
+            x_priv = None
             if self.privileged is not None:
                 # advantages and returns from the privileged critic (what was prepared ahead
                 # from the rollout's values no longer applies)
-                batch = self.privileged.relabel(batch, self.cfg.gamma, self.cfg.gae_lambda)
+                x_priv = self.privileged.inputs(batch)
+                batch = self.privileged.relabel(batch, self.cfg.gamma, self.cfg.gae_lambda,
+                                                x_priv)
                 prepared = None
             out = {**self._update(batch, between, stale, prepared), **batch_stats(batch, lr)}
             cfg = self.cfg
             if self.privileged is not None:
                 extra["privileged_value_loss"] = self.privileged.fit(
-                    batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef)
+                    batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef, x_priv)
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
                                                  cfg.max_grad_norm, cfg.teacher_steps))

@@ -114,6 +114,11 @@ class NumpyPolicy:
         hc = np.tanh(cw2 @ np.tanh(cw1 @ x + cb1) + cb2)
         return aw3 @ ha + ab3, float((cw3 @ hc + cb3)[0])
 
+    def batch_logits(self, x: np.ndarray) -> np.ndarray:
+        """The actor's logits float32 [N, 145] for N inputs x [N, in_dim] at once."""
+        (aw1, ab1), (aw2, ab2), (aw3, ab3) = self._a
+        return np.tanh(np.tanh(x @ aw1.T + ab1) @ aw2.T + ab2) @ aw3.T + ab3
+
     def act(self, x: np.ndarray, rng: np.random.Generator, greedy: bool = False):
         """Sample (or take the argmax) → (action, log-probability, value)."""
         logits, value = self.forward(x)

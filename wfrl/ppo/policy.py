@@ -14,9 +14,17 @@ from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.netspec import IN_DIM, n_params
 
 
-def _mlp(out_dim: int, hidden: int, in_dim: int) -> nn.Sequential:
+def mlp(out_dim: int, hidden: int, in_dim: int) -> nn.Sequential:
+    """Two tanh layers of `hidden` units and a linear output: every network of the learner."""
     return nn.Sequential(nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
                          nn.Linear(hidden, out_dim))
+
+
+def init_mlp(seq: nn.Sequential, gain: float) -> None:
+    """Orthogonal weights (gain √2 in the hidden layers, `gain` in the output) and zero biases."""
+    for i, layer in enumerate(m for m in seq if isinstance(m, nn.Linear)):
+        nn.init.orthogonal_(layer.weight, gain if i == 2 else np.sqrt(2))
+        nn.init.zeros_(layer.bias)
 
 
 class ActorCritic(nn.Module):
@@ -24,13 +32,11 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.hidden = hidden
         self.in_dim = in_dim
-        self.actor = _mlp(N_ACTIONS, hidden, in_dim)
-        self.critic = _mlp(1, hidden, in_dim)
+        self.actor = mlp(N_ACTIONS, hidden, in_dim)
+        self.critic = mlp(1, hidden, in_dim)
         # Small last-layer gains: a near-uniform initial policy and near-zero initial values.
-        for seq, gain in ((self.actor, 0.01), (self.critic, 1.0)):
-            for i, layer in enumerate(m for m in seq if isinstance(m, nn.Linear)):
-                nn.init.orthogonal_(layer.weight, gain if i == 2 else np.sqrt(2))
-                nn.init.zeros_(layer.bias)
+        init_mlp(self.actor, 0.01)
+        init_mlp(self.critic, 1.0)
 
     def forward(self, x: torch.Tensor):
         return self.actor(x), self.critic(x).squeeze(-1)

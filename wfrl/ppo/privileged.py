@@ -31,15 +31,13 @@ from wfrl.envs.actions import N_ACTIONS
 from wfrl.errors import UserError
 from wfrl.features import MASKED_LOGIT, TRUTH_DIM
 from wfrl.ppo.gae import gae
-from wfrl.ppo.netspec import NetSpec, layer_shapes
+from wfrl.ppo.netspec import NetSpec, NumpyPolicy
+from wfrl.ppo.policy import init_mlp, mlp
 
 
 def _mlp(out_dim: int, hidden: int, in_dim: int, gain: float) -> nn.Sequential:
-    net = nn.Sequential(nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden),
-                        nn.Tanh(), nn.Linear(hidden, out_dim))
-    for i, layer in enumerate(m for m in net if isinstance(m, nn.Linear)):
-        nn.init.orthogonal_(layer.weight, gain if i == 2 else np.sqrt(2))
-        nn.init.zeros_(layer.bias)
+    net = mlp(out_dim, hidden, in_dim)
+    init_mlp(net, gain)
     return net
 
 
@@ -122,16 +120,20 @@ class PrivilegedCritic:
         return torch.from_numpy(np.concatenate((batch.obs, batch.truth), axis=1))
 
     @torch.no_grad()
-    def relabel(self, batch, gamma: float, lam: float):
-        """The batch with its values, advantages and returns from this critic."""
-        x = self.inputs(batch)
+    def relabel(self, batch, gamma: float, lam: float, x: torch.Tensor | None = None):
+        """The batch with its values, advantages and returns from this critic (x: its inputs,
+        self.inputs(batch), where the caller has them)."""
+        x = self.inputs(batch) if x is None else x
         v = self.net(x).squeeze(-1).numpy().astype(np.float32)
         adv, ret = privileged_gae(v, batch.rewards, batch.lengths, gamma, lam)
         return dataclasses.replace(batch, values=v, advantages=adv, returns=ret)
 
-    def fit(self, batch, epochs: int, minibatches: int, lr: float, value_coef: float) -> float:
-        """The value loss's descent on the batch's returns; returns the mean loss."""
-        x, ret = self.inputs(batch), torch.from_numpy(np.asarray(batch.returns, np.float32))
+    def fit(self, batch, epochs: int, minibatches: int, lr: float, value_coef: float,
+            x: torch.Tensor | None = None) -> float:
+        """The value loss's descent on the batch's returns (x as in relabel); returns the mean
+        loss."""
+        x = self.inputs(batch) if x is None else x
+        ret = torch.from_numpy(np.asarray(batch.returns, np.float32))
         cols = _used_columns(x)
         x = x[:, cols]
         if self.opt is not None:
@@ -192,18 +194,12 @@ class Teacher:
             raise UserError(f"--teacher {source}: a teacher with the belief input is not "
                             "supported")
         self.net, self.source = net, source
-        views, k = [], 0
-        for o, i in layer_shapes(net.hidden, net.in_dim)[:3]:
-            views.append((flat[k:k + o * i].reshape(o, i), flat[k + o * i:k + o * i + o]))
-            k += o * i + o
-        self._actor = views
+        self._policy = NumpyPolicy(flat, net.hidden, net.in_dim)
 
     def probs(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
         """Action probabilities float32 [N, 145] for teacher inputs x [N, in_dim]; allowed: the
         teacher's own mask (bool [N, 145]) where its network masks."""
-        (w1, b1), (w2, b2), (w3, b3) = self._actor
-        h = np.tanh(np.tanh(x @ w1.T + b1) @ w2.T + b2)
-        z = h @ w3.T + b3
+        z = self._policy.batch_logits(x)
         if allowed is not None:
             z = np.where(allowed, z, np.float32(MASKED_LOGIT))
         z -= z.max(axis=1, keepdims=True)

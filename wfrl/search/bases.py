@@ -20,14 +20,13 @@ VISIT_BUDGET = 30_000   # the default budget of a search that starts from a ship
 def base_mismatch(cfg: SearchConfig, ck: dict) -> str | None:
     """Why a conditioned policy cannot be this search's base (None: it can): it must have been
     trained on the same CybORG code, with the same λ, foothold rule and input blocks."""
-    from wfrl.evaluation.checkpoint import net_from_checkpoint
-    from wfrl.envs.base import is_leaderboard
+    from wfrl.evaluation.checkpoint import net_from_checkpoint, trained_on_other_code
     theirs = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
     if not ck.get("any_workflow") and "base" not in ck:
         return "it is not an order-conditioned policy (it follows one workflow)"
-    backend = theirs.get("backend")
-    if backend is not None and is_leaderboard(backend) != is_leaderboard(cfg.backend):
-        return f"it was trained on {backend}'s code, this search plays {cfg.backend}"
+    other = trained_on_other_code(ck, cfg.backend)
+    if other is not None:
+        return f"it was trained on {other}'s code, this search plays {cfg.backend}"
     lam = float(theirs.get("alignment_lambda", 30.0))
     if lam != cfg.alignment_lambda:
         return f"it was trained with λ = {lam:g}, this search uses {cfg.alignment_lambda:g}"

@@ -39,16 +39,14 @@ def first_fix_reward(ppo_cfg, collector) -> float:
 def load_teacher(path: str, backend: str):
     """The frozen teacher of --teacher (wfrl.ppo.privileged.Teacher) for a run on `backend`: a
     full-information checkpoint trained on the same CybORG code."""
-    from wfrl.envs.base import is_leaderboard
-    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.evaluation.checkpoint import trained_on_other_code, weights_from_checkpoint
     from wfrl.ppo.privileged import Teacher
     from wfrl.runlog import load_checkpoint
     ck = load_checkpoint(path)
     flat, net = weights_from_checkpoint(ck)
-    cfg = ck.get("config") if isinstance(ck.get("config"), dict) else {}
-    trained_on = cfg.get("backend")
-    if isinstance(trained_on, str) and is_leaderboard(trained_on) != is_leaderboard(backend):
-        raise UserError(f"--teacher {path} was trained on {trained_on}, the other CybORG code "
+    other = trained_on_other_code(ck, backend)
+    if other is not None:
+        raise UserError(f"--teacher {path} was trained on {other}, the other CybORG code "
                         f"than this run's {backend}")
     return Teacher(flat, net, path)
 

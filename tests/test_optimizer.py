@@ -343,3 +343,76 @@ def test_compliance_ceiling():
     assert all(a <= b for a, b in zip(tops, tops[1:]))
     assert compliance_ceiling(1.0) == COMPLIANCE_CLIP[1]
     assert logit(0.999, 0.99) == pytest.approx(logit(0.99)) and logit(0.97, 0.99) < logit(0.99)
+
+
+# ------------------------------------------------------------------ pending visits (batches)
+def _told(n=8, seed=0):
+    opt = WorkflowOptimizer(seed=seed)
+    inst = planted_instance(seed)
+    noise = np.random.default_rng(seed)
+    for _ in range(n):
+        w = opt.ask().index
+        opt.tell(w, *inst.observe(w, noise))
+    return opt
+
+
+def test_no_pending_visit_asks_as_before():
+    a, b = _told(), _told()
+    assert a.ask(pending=[]).index == b.ask().index
+    assert a.last_ask == b.last_ask
+
+
+def test_predict_given_is_a_refit_with_the_hyperparameters_kept():
+    """The believed posterior equals scikit-learn's GP refitted, kernel fixed, on the told data
+    plus an observation at the posterior mean of each pending workflow."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from wfrl.search.gp import embed
+    opt = _told(10)
+    reward, _ = opt.models()
+    pending = [3, 57, 101]
+    mu, sd = reward.predict(observation=True)
+    mu_b, sd_b = reward.predict_given(pending, 0.7, observation=True)
+    gpr = reward.gpr
+    z_p = (mu[pending] - reward.y_mean) / reward.y_std
+    alpha = np.concatenate([np.broadcast_to(gpr.alpha, (len(gpr.X_train_),)),
+                            np.full(3, (0.7 / reward.y_std) ** 2 + 1e-8)])
+    ref = GaussianProcessRegressor(gpr.kernel_, alpha=alpha, optimizer=None, normalize_y=False)
+    ref.fit(np.vstack([gpr.X_train_, embed(pending)]), np.concatenate([gpr.y_train_, z_p]))
+    m_ref, s_ref = ref.predict(ALL_EMBEDDED, return_std=True)
+    assert np.allclose(mu_b, m_ref * reward.y_std + reward.y_mean, atol=1e-6)
+    assert np.allclose(mu_b, mu)                       # the mean does not move
+    assert np.allclose(sd_b, s_ref * reward.y_std, atol=1e-6)
+    assert np.all(sd_b <= sd + 1e-9) and np.all(sd_b[pending] < sd[pending] - 1e-3)
+
+
+def test_pending_visits_spread_a_batch():
+    """With the asked workflow pending, the next ask differs from it (its spread is believed
+    away), and every member of a batch of 4 differs from the others."""
+    opt = _told(8)
+    first = opt.ask().index
+    second = opt.ask(pending=[first]).index
+    assert second != first
+    batch = []
+    for _ in range(4):
+        batch.append(opt.ask(pending=batch).index)
+    assert len(set(batch)) == 4
+    # the design phase and the random rule treat pending workflows as told
+    fresh = WorkflowOptimizer(seed=1)
+    design = []
+    for _ in range(3):
+        design.append(fresh.ask(pending=design).index)
+    assert len(set(design)) == 3
+    rnd = WorkflowOptimizer("random", seed=1)
+    picks = []
+    for _ in range(10):
+        picks.append(rnd.ask(pending=picks).index)
+    assert len(set(picks)) == 10
+
+
+def test_batched_planted_run_tells_in_order_and_batch_one_is_serial():
+    inst = planted_instance(2)
+    serial = run_one(inst, "constrained", 0, 10, (5, 10))
+    one = run_one(inst, "constrained", 0, 10, (5, 10), batch=1)
+    assert serial["picks"] == one["picks"] and serial["ranks"] == one["ranks"]
+    four = run_one(inst, "constrained", 0, 10, (5, 10), batch=4)
+    assert len(four["picks"]) == 10 and four["picks"] != serial["picks"]

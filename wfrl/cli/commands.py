@@ -151,7 +151,7 @@ def _bench_search(a) -> int:
     from wfrl.config.tools import BenchSearchConfig
     cfg = BenchSearchConfig(**_given(a, field_names(BenchSearchConfig))).validate()
     from wfrl.search.planted import format_planted, run_planted
-    res = run_planted(range(cfg.instances), range(cfg.seeds),
+    res = run_planted(range(cfg.instances), range(cfg.seeds), batches=cfg.batch_sizes(),
                       progress=None if a.json else (lambda line: print(line, flush=True)))
     if cfg.out:
         from wfrl.runlog import write_json

@@ -111,6 +111,18 @@ def red_list(name, value):
     for r in reds:
         check_red_agent(r, allow_mixed=False)
 
+def batch_list(name, value):
+    """Comma-separated distinct whole numbers ≥ 1 (visits in flight: `wfrl bench search
+    --batches`)."""
+    try:
+        items = [int(x) for x in str(value).split(",")]
+    except ValueError:
+        items = []
+    if not items or min(items) < 1 or len(set(items)) != len(items):
+        raise UserError(f"{flag_name(name)}: a comma-separated list of distinct whole numbers "
+                        f"≥ 1, got {value!r}")
+
+
 def ray_address(name, value):
     if value is None:
         return

@@ -340,11 +340,22 @@ class SearchConfig(_RunSettings):
     original (the original system's rule)."""
     max_evaluations: int = setting(0, check=non_negative)
     """Stop after this many workflow visits (0: only the episode budget stops the search)."""
+    concurrent_visits: int = setting(1, check=positive, metavar="K")
+    """Visits trained at once, each its own learner with its own collector (a worker process
+    here, or a Ray task with --ray-address): the optimizer asks for visit i once visit i − K is
+    told, the visits in flight pending (believed at their posterior means), and results are
+    told in visit order, so the records depend on the seed and K alone. Each visit reserves its
+    share of the budget when asked (at most --max-episodes). 1: one visit after another."""
 
     def _check_together(self) -> None:
         super()._check_together()
         if self.ppo.teacher is not None:
             raise UserError("--teacher trains one workflow's policy: give --workflow")
+        if self.concurrent_visits > 1 and self.collector == "ray":
+            raise UserError("--concurrent-visits runs each visit with a collector of its own, "
+                            "on the node its task is placed on: choose --collector sequential, "
+                            "sync, async or auto (--ray-address places the visits on the "
+                            "cluster)")
         if self.visit_eval == "greedy" and self.gp_eval_episodes < 2:
             raise UserError("--visit-eval greedy needs --gp-eval-episodes ≥ 2 (its episodes per "
                             "red)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, belief_particles, known_backend, known_collector,
+                                Settings, batch_list, belief_particles, known_backend, known_collector,
                                 known_red_agent, flag_name, positive, seed_range, setting)
 from wfrl.errors import UserError, check_choice
 
@@ -109,8 +109,14 @@ class BenchSearchConfig(Settings):
     """Random problem instances."""
     seeds: int = setting(20, check=positive)
     """Optimizer runs per instance and acquisition."""
+    batches: str = setting("1", check=batch_list, metavar="K[,K...]")
+    """Visits in flight at once (--concurrent-visits), each size run as its own method: the
+    acquisitions with K − 1 visits pending at every ask, results told in visit order."""
     out: str | None = None
     """Also write every run's record to this JSON file."""
+
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.batches.split(","))
 
     def _check_together(self) -> None:
         if not self.planted:

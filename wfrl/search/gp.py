@@ -185,6 +185,38 @@ class PermutationGP:
         var = sd ** 2 if observation else np.maximum(sd ** 2 - noise, 1e-12)
         return mu * self.y_std + self.y_mean, np.sqrt(np.maximum(var, 1e-12)) * self.y_std
 
+    def predict_given(self, pending, pending_se: float = 0.0, indices=None,
+                      observation: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """predict() after hallucinated observations at the workflows `pending` (visits asked
+        for but not yet told), each equal to the posterior mean there with standard error
+        pending_se, the fitted hyperparameters kept: the batch rule of GP-BUCB (Desautels,
+        Krause & Burdick, JMLR 2014), the "kriging believer" of Ginsbourger et al. (2010). An
+        observation at the mean leaves the mean where it was everywhere; only the standard
+        deviation shrinks, at the pending workflows and around them."""
+        mu, sd = self.predict(indices, observation)
+        if len(pending) == 0:
+            return mu, sd
+        X = ALL_EMBEDDED if indices is None else embed(indices)
+        Xp = embed(pending)
+        alpha_p = np.full(len(Xp), (float(pending_se) / self.y_std) ** 2 + 1e-8)
+        if self.gpr is None:   # the prior, at the kernel's starting hyperparameters
+            kernel, Xa, alpha = self._kernel(), Xp, alpha_p
+        else:
+            kernel = self.gpr.kernel_
+            alpha_t = np.broadcast_to(np.asarray(self.gpr.alpha, dtype=np.float64),
+                                      (len(self.gpr.X_train_),))
+            Xa = np.vstack([self.gpr.X_train_, Xp])
+            alpha = np.concatenate([alpha_t, alpha_p])
+        Ka = kernel(Xa) + np.diag(alpha)
+        Kq = kernel(X, Xa)
+        L = np.linalg.cholesky(Ka)
+        V = np.linalg.solve(L, Kq.T)
+        prior = kernel.diag(X) - (0.0 if observation else kernel.k2.noise_level)
+        var = np.maximum(prior - np.einsum("ij,ij->j", V, V), 1e-12)
+        if self.gpr is None:   # the prior's sd (predict) shrunk in the kernel's proportion
+            return mu, sd * np.sqrt(var / np.maximum(prior, 1e-12))
+        return mu, np.sqrt(var) * self.y_std
+
     def sample(self, n: int, rng: np.random.Generator, indices=None) -> np.ndarray:
         """n draws [n, len(indices)] of the latent values from the joint posterior (target
         units): the basis of "probability that this workflow is the best"."""

@@ -41,19 +41,20 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, batch_compliance,
-                                 behaviour_version, evaluate_policy, log_row, policy_payload,
-                                 pretrain)
-from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
-from wfrl.runlog import (BASE_POLICY, CsvLog, RunDir, TensorBoardLog, checkpoint_path, eta,
+from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version,
+                                 log_row, policy_payload, pretrain, state_payload)
+from wfrl.rng import learner_seed
+from wfrl.runlog import (BASE_POLICY, CsvLog, RunDir, TensorBoardLog, atomic_write_bytes,
+                         checkpoint_path, eta,
                          load_checkpoint, locked_dir, save_checkpoint, truncate_csv,
                          write_csv_atomic, write_json)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.report import (POSTERIOR_COLUMNS, describe_pick, format_table, posterior_rows,
                                 search_summary)
 from wfrl.search.optimizer import WorkflowOptimizer
-from wfrl.search.state import (STATE_FILE, Measurement, Pick, SearchState, StateWriter, Visit,
-                               load_state)
+from wfrl.search.visits import measure_visit, visit_update
+from wfrl.search.state import (STATE_FILE, Pending, Pick, SearchState, StateWriter, Visit,
+                               as_plain, load_state, visit_from_json)
 from wfrl.workflow import Workflow
 
 # posterior.csv, written when a search ends: what the models say of each of the 120 workflows
@@ -82,8 +83,12 @@ class WorkflowSearch:
     """One search in the run directory cfg.out: a new one, or (resume=True) the one whose last
     commit is there; run_search() runs it to the end and returns its summary."""
 
-    def __init__(self, cfg: SearchConfig, resume: bool = False, progress=None):
+    def __init__(self, cfg: SearchConfig, resume: bool = False, progress=None,
+                 pooled: bool | None = None):
+        """pooled: train the visits in a pool (wfrl.search.concurrent) even with K = 1, one in
+        flight at a time (default: with --concurrent-visits K > 1)."""
         self.cfg = cfg.validate()
+        self.pooled = cfg.concurrent_visits > 1 if pooled is None else bool(pooled)
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.run = Path(cfg.out)
         self._t0 = None  # start of this session (run_search)
@@ -110,6 +115,7 @@ class WorkflowSearch:
         cfg = self.cfg
         RunDir(cfg.out, cfg.force)
         for old in [self.run / STATE_FILE, *self.run.glob("checkpoints/wf_*.pt"),
+                    *self.run.glob("checkpoints/start_*.pt"),
                     self.run / "checkpoints" / "base.pt"]:
             old.unlink(missing_ok=True)
         make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early
@@ -154,14 +160,21 @@ class WorkflowSearch:
 
     # ---------------------------------------------------------------- the search
     def run_search(self) -> dict:
-        state = self.state
+        state, cfg = self.state, self.cfg
         self._t0, self._wall_before = time.perf_counter(), float(state.wall_time)
         self._episodes_at_start = state.episodes_used
-        self._open_collector(self._alignment_now())
+        concurrent = self.pooled
+        if not (concurrent and (state.pretraining.done
+                                or cfg.base not in ("auto", "pretrain"))):
+            self._open_collector(self._alignment_now())
+        self._pool = None
         try:
             learner = self._restore_learner()
             learner = self._pretrain(learner)
-            while state.active is not None or not self._budget_spent():
+            if concurrent:
+                self._close_collector()
+                self._run_concurrent()
+            while not concurrent and (state.active is not None or not self._budget_spent()):
                 if state.active is None:
                     learner = self._pick_next()
                 stop = self._train_update(self.collector, learner)
@@ -170,19 +183,21 @@ class WorkflowSearch:
                     learner = None
                 self._commit(learner)
         except KeyboardInterrupt:
-            self.steps.abort()
+            self._abort()
             self._writer.settle()    # the last commit on disk before saying so
-            self.progress(f"stopped; every completed update is saved. Continue with: "
+            what = "visit told" if concurrent else "update"
+            self.progress(f"stopped; every completed {what} is saved. Continue with: "
                           f"python -m wfrl train --resume {self.run}")
             raise
         except BaseException:
-            self.steps.abort()
+            self._abort()
             self._writer.settle()
             raise
         finally:
-            self.steps.cancel()
-            if self.collector is not None:
-                self.collector.close()
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            self._close_collector()
             for backend in self._eval_backends.values():
                 backend.close()
             self._eval_backends.clear()
@@ -190,6 +205,20 @@ class WorkflowSearch:
                 self.curves.close()
         self._writer.flush()
         return self._close()
+
+    def _abort(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self.steps is not None:
+            self.steps.abort()
+
+    def _close_collector(self) -> None:
+        if self.steps is not None:
+            self.steps.cancel()
+        collector, self.collector = self.collector, None
+        if collector is not None:
+            collector.close()
 
     def _open_collector(self, lam: float) -> None:
         """The collector (and its LearnerSteps) that plays with alignment weight `lam`."""
@@ -342,20 +371,28 @@ class WorkflowSearch:
 
     def _learner_for(self, wf_index: int, iteration: int) -> tuple[PPOLearner, int | None]:
         """A visit's learner and where it starts from (see --inherit)."""
-        cfg, trained = self.cfg, self.state.trained
+        cfg = self.cfg
         learner = PPOLearner(cfg.ppo, seed=learner_seed(cfg.seed, iteration))
         learner.set_progress(1.0)   # visits train at the end of the pretraining's schedules
-        if wf_index in trained and cfg.inherit != "base":
+        parent = self._parent_for(wf_index)
+        if parent == wf_index:
             learner.load_state(load_checkpoint(checkpoint_path(self.run, wf_index)))
-            return learner, wf_index
+        elif parent is not None:
+            ck = load_checkpoint(checkpoint_path(self.run, parent))
+            learner.model.load_state_dict(ck["model"])  # weights only; a fresh optimiser
+        return learner, parent
+
+    def _parent_for(self, wf_index: int) -> int | None:
+        """Where a visit of wf_index starts (see --inherit): its own policy (wf_index; the
+        learner's whole state), another workflow's or the base's weights, or None (scratch)."""
+        cfg, trained = self.cfg, self.state.trained
+        if wf_index in trained and cfg.inherit != "base":
+            return wf_index
         parent = closest_trained(wf_index, trained) if cfg.inherit == "closest" else None
         if parent is None and cfg.inherit != "scratch" and self.state.pretraining.done \
                 and checkpoint_path(self.run, BASE_POLICY).exists():
             parent = BASE_POLICY
-        if parent is not None:
-            ck = load_checkpoint(checkpoint_path(self.run, parent))
-            learner.model.load_state_dict(ck["model"])  # weights only; a fresh optimiser
-        return learner, parent
+        return parent
 
     def _lineage(self, parent) -> int:
         """Training episodes behind the policy a visit starts from (its whole ancestry)."""
@@ -365,57 +402,132 @@ class WorkflowSearch:
             return self.state.pretraining.episodes
         return self.state.lineage[parent]
 
+    # ------------------------------------------------- steps 2-4 with K visits in flight
+    def _run_concurrent(self) -> None:
+        """--concurrent-visits K: visit i is asked once visit i − K is told (the visits in flight
+        pending at the ask), trained by a pool (wfrl.search.concurrent) and told in visit order;
+        each commit holds the visits in flight, which a resumed run trains again."""
+        from wfrl.search.concurrent import make_visit_pool
+        from wfrl.search.visits import visit_collector_name
+        cfg, state = self.cfg, self.state
+        state.episode_mark = max(state.episode_mark, state.episodes_used)
+        self._visit_collector = visit_collector_name(cfg, cfg.concurrent_visits)
+        self._pool = make_visit_pool(cfg, self._visit_collector)
+        for p in state.pending:          # in flight at the last commit: trained again
+            self._pool.submit(p.visit.iteration, self._job(p))
+        while True:
+            while len(state.pending) < cfg.concurrent_visits and self._can_ask():
+                p = self._ask_pending()
+                self._pool.submit(p.visit.iteration, self._job(p))
+            if not state.pending:
+                break
+            p = state.pending[0]
+            self._tell_pending(p, self._pool.result(p.visit.iteration))
+
+    def _reservation(self) -> tuple[int, int]:
+        """(first episode number, episodes of the budget) a visit asked now gets: numbers past
+        every told visit's and every reservation in flight, and what the budget has left after
+        the visits told and the reservations in flight, at most --max-episodes."""
+        cfg, state = self.cfg, self.state
+        first = max([state.episode_mark] + [p.first_episode + p.budget for p in state.pending])
+        budget = min(cfg.max_episodes, cfg.total_episodes - state.episodes_used
+                     - sum(p.budget for p in state.pending))
+        return first, budget
+
+    def _can_ask(self) -> bool:
+        cfg, state = self.cfg, self.state
+        if cfg.max_evaluations and state.iteration >= cfg.max_evaluations:
+            return False
+        return self._reservation()[1] > 0
+
+    def _ask_pending(self) -> Pending:
+        """Ask for the next visit with the visits in flight pending; commit it in flight."""
+        state = self.state
+        state.iteration += 1
+        self.opt.ask(pending=[p.visit.workflow for p in state.pending])
+        state.optimizer = self.opt.state_dict()
+        asked = self.opt.last_ask
+        pick = Pick(workflow=asked["workflow"], score=asked["score"], mean=asked["mu"],
+                    sd=asked["sd"], ucb=asked["ucb"], beta=asked["beta"],
+                    p_feasible=asked["p_feasible"])
+        parent = self._parent_for(pick.workflow)
+        start = None
+        if parent == BASE_POLICY:
+            start = checkpoint_path(self.run, BASE_POLICY).name    # never changes
+        elif parent is not None:
+            # the parent's policy as it is now: a visit told before this one is may replace it
+            start = f"start_{state.iteration}.pt"
+            atomic_write_bytes(self.run / "checkpoints" / start,
+                               checkpoint_path(self.run, parent).read_bytes())
+        first, budget = self._reservation()
+        visit = Visit(iteration=state.iteration, pick=pick, inherited_from=parent,
+                      lineage_start=self._lineage(parent))
+        p = Pending(visit, first, budget, start, own=parent == pick.workflow)
+        state.pending.append(p)
+        source = ("its own policy" if parent == pick.workflow else
+                  "the pretrained base" if parent == BASE_POLICY else
+                  f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
+        self.progress(f"[visit {state.iteration}] {Workflow.from_index(pick.workflow)}  "
+                      f"({describe_pick(pick, self.cfg)}; from {source}; {budget} episodes "
+                      f"reserved, {len(state.pending) - 1} in flight)")
+        self._commit(None)
+        return p
+
+    def _job(self, p: Pending) -> dict:
+        """What a pool needs to train visit p (wfrl.search.visits.run_visit)."""
+        start = (None if p.start is None else
+                 load_checkpoint(self.run / "checkpoints" / p.start))
+        return {"config": self.cfg.to_dict(), "visit": as_plain(p.visit),
+                "first_episode": p.first_episode, "budget": p.budget, "start": start,
+                "own": p.own, "collector": self._visit_collector, "progress": True}
+
+    def _tell_pending(self, p: Pending, result: dict) -> None:
+        """The oldest visit in flight ended: its updates join training_log.csv (counted in visit
+        order), its policy is saved, the optimizer is told, and the state is committed."""
+        cfg, state = self.cfg, self.state
+        visit = visit_from_json(result["visit"])
+        wf = Workflow.from_index(visit.workflow)
+        before = state.episodes_used
+        for row, ustats in result["rows"]:
+            state.episodes_used = before + row["Episodes"]
+            row["Total_Episodes_Sampled"] = state.episodes_used
+            state.updates += 1
+            self._log_update(row, ustats)
+        state.trained[wf.index] = state.trained.get(wf.index, 0) + visit.episodes
+        state.episode_mark = max(state.episode_mark, p.first_episode + visit.episodes)
+        save_checkpoint(checkpoint_path(self.run, wf.index), state_payload(
+            result["payload"], cfg.ppo, str(wf), wf.index,
+            episodes=state.trained[wf.index], config=cfg.to_dict()))
+        state.pending.pop(0)
+        self._tell_visit(visit, result["complete"], result["eval_episodes"])
+        self.progress(f"  told {len(state.visits)} visits | {self._rate():6.1f} eps/s | budget "
+                      f"left {cfg.total_episodes - state.episodes_used} | {self._eta()}")
+        self._commit(None)
+        if p.start is not None and p.start.startswith("start_"):
+            self._writer.flush()       # committed without it before it goes
+            (self.run / "checkpoints" / p.start).unlink(missing_ok=True)
+
     # ---------------------------------------------------------------- step 3: train the visit
     def _train_update(self, collector, learner) -> str | None:
         """One update of the active visit, logged; returns why the visit stops, or None."""
         cfg, state, visit = self.cfg, self.state, self.state.active
         wf = Workflow.from_index(visit.workflow)
-        per_update = cfg.episodes_per_update
-        n = min(per_update, cfg.total_episodes - state.episodes_used,
-                cfg.max_episodes - visit.episodes)
-        row_cond = np.tile(wf.onehot(), (per_update, 1))
-
-        def then(eps):
-            # This update's stop rule, decided from the batch alone (as below, without changing
-            # the state): the visit's next batch is wanted unless the visit stops here.
-            recent = (visit.recent_compliance + [batch_compliance(eps)])[-cfg.compliance_window:]
-            compliance = round(float(np.mean(recent)), 4)
-            since = 0 if compliance > visit.best_compliance else visit.updates_since_best + 1
-            left = cfg.total_episodes - state.episodes_used - n
-            if self._stop_rule(visit.episodes + n, compliance, since, left) is not None:
-                return None
-            return wf, state.episodes_used + n, min(per_update, left,
-                                                    cfg.max_episodes - visit.episodes - n)
-
-        eps, ustats, t_collect, t_update = self.steps.step(
-            learner, wf, row_cond, state.episodes_used, n, then=then,
-            behaviour=self._take_behaviour())
+        first = state.episodes_used - visit.episodes   # the visit's episodes follow on
+        row, ustats, stop = visit_update(cfg, self.steps, learner, visit, first,
+                                         cfg.total_episodes - first,
+                                         behaviour=self._take_behaviour())
+        n = visit.last_update_episodes
         state.episodes_used += n
+        state.episode_mark = state.episodes_used
         state.updates += 1
-        visit.episodes += n
-        visit.updates += 1
         state.trained[wf.index] = state.trained.get(wf.index, 0) + n
-        row = log_row(wf, visit.updates, visit.episodes, state.episodes_used, eps, ustats,
-                      t_collect, t_update, behaviour_version(eps), phase="visit",
-                      first_fix=self.steps.first_fix)
         self._log_update(row, ustats)
-        # A visit's compliance is the mean of its last `compliance_window` updates: one update
-        # crossing θ by noise does not make a workflow feasible.
-        visit.recent_compliance.append(row["Compliance"])
-        visit.recent_compliance = visit.recent_compliance[-cfg.compliance_window:]
-        compliance = round(float(np.mean(visit.recent_compliance)), 4)
-        visit.last_update = Measurement(row["Env_Reward"], row["Env_Reward_SE"], compliance)
-        visit.last_update_episodes = n
-        if compliance > visit.best_compliance:
-            visit.best_compliance, visit.updates_since_best = compliance, 0
-        else:
-            visit.updates_since_best += 1
         left = cfg.total_episodes - state.episodes_used
         self.progress(f"  {wf.arrow()} | update {visit.updates:3d} | "
                       f"{self._rate():6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
-                      f" ± {row['Env_Reward_SE']:5.2f} | compliance {compliance:.3f} | "
-                      f"budget left {left} | {self._eta()}")
-        return self._stop_rule(visit.episodes, compliance, visit.updates_since_best, left)
+                      f" ± {row['Env_Reward_SE']:5.2f} | compliance "
+                      f"{visit.last_update.compliance:.3f} | budget left {left} | {self._eta()}")
+        return stop
 
     def _log_update(self, row: dict, ustats: dict) -> None:
         """One update's training_log.csv row (and, with --tensorboard, its curves)."""
@@ -425,73 +537,33 @@ class WorkflowSearch:
             self.curves.update(row, ustats, self.state.episodes_used * EP_LEN,
                                self._rate() * EP_LEN, {"search/visits": len(self.state.visits)})
 
-    def _stop_rule(self, episodes: int, compliance: float, updates_since_best: int,
-                   left: int) -> str | None:
-        """Why a visit stops after an update (None: it goes on), from its episodes, its windowed
-        compliance, the updates since its best compliance and the search budget left."""
-        cfg = self.cfg
-        if episodes >= cfg.min_episodes and compliance >= cfg.compliance_threshold:
-            return "compliant"
-        if episodes >= cfg.max_episodes:
-            return "max_episodes"
-        if updates_since_best >= cfg.patience:
-            return "plateau"
-        if left <= 0:
-            return "budget"
-        return None
-
     # ---------------------------------------------------------------- step 4: record the visit
     def _record_visit(self, collector, learner, stop: str) -> None:
-        """The active visit ended: save its policy, tell the optimizer, log it, close it."""
+        """The active visit ended: save its policy, measure it, tell the optimizer, log it."""
         cfg, state, visit = self.cfg, self.state, self.state.active
         wf = Workflow.from_index(visit.workflow)
-        lineage = visit.lineage_start + visit.episodes
-        state.lineage[wf.index] = lineage
         save_checkpoint(checkpoint_path(self.run, wf.index), policy_payload(
             learner, cfg.ppo, str(wf), wf.index, episodes=state.trained.get(wf.index, 0),
             config=cfg.to_dict()))
-        last = visit.last_update
-        # The optimizer is told every visit that trained its minimum and whose last update was
-        # not a stub cut short by the budget (a handful of episodes would enter as a near-exact
-        # observation): the feasibility model learns from its compliance, and the reward model
-        # from its reward if compliance reached θ.
-        complete = (visit.episodes >= cfg.min_episodes
-                    and visit.last_update_episodes
-                    >= max(2, min(cfg.episodes_per_update, cfg.max_episodes) // 2))
-        # How many evaluation episodes the visit's final policy plays: for its compliance
-        # (--compliance-eval-episodes), and for its reward when it reached θ (--gp-eval-episodes;
-        # without a compliance evaluation "reached θ" is the window's).
-        if not complete:
-            n_eval = 0
-        elif cfg.visit_eval == "greedy":
-            n_eval = -1
-        elif cfg.compliance_eval_episodes > 0:
-            n_eval = max(cfg.compliance_eval_episodes, cfg.gp_eval_episodes)
-        else:
-            n_eval = cfg.gp_eval_episodes if last.compliance >= cfg.compliance_threshold else 0
-        compliance = last.compliance
-        if n_eval < 0:
-            visit.evaluation = self._greedy_evaluation(learner, wf, visit.iteration)
-            state.eval_episodes += visit.evaluation["n"]
-            compliance = visit.evaluation["compliance"]
-        elif n_eval:
-            # episode numbers reserved for evaluation, distinct per visit, never used by training
-            visit.evaluation = evaluate_policy(collector, learner, wf,
-                                               episode_block(EVAL_EPISODE_BASE, visit.iteration),
-                                               n_eval, cfg.episodes_per_update)
-            state.eval_episodes += n_eval
-            if cfg.compliance_eval_episodes > 0:
-                compliance = visit.evaluation["compliance"]
-        gp_updated = complete and compliance >= cfg.compliance_threshold
-        result = Measurement(last.reward, last.se, compliance)
-        if n_eval < 0 or (gp_updated and cfg.gp_eval_episodes > 0):
-            result = Measurement(visit.evaluation["reward"], visit.evaluation["se"], compliance)
+        complete, played = measure_visit(cfg, self.steps, collector, learner, visit, stop,
+                                         self._eval_backends)
+        state.active = None
+        self._tell_visit(visit, complete, played)
+
+    def _tell_visit(self, visit, complete: bool, played: int) -> None:
+        """An ended, measured visit (its training already counted in the state) joins the
+        record: the optimizer is told it (if complete), gp_sampling_log.csv gets its row."""
+        cfg, state = self.cfg, self.state
+        wf = Workflow.from_index(visit.workflow)
+        lineage = visit.lineage_start + visit.episodes
+        state.lineage[wf.index] = lineage
+        state.eval_episodes += played
+        result, last = visit.result, visit.last_update
         if complete:
             self.opt.tell(wf, result.reward, result.se, result.compliance, lineage)
             state.optimizer = self.opt.state_dict()
-        visit.stop, visit.result, visit.gp_updated = stop, result, gp_updated
         state.visits.append(visit)
-        pick = visit.pick
+        pick, gp_updated, stop = visit.pick, visit.gp_updated, visit.stop
         self.gp_log.append({
             "Iteration": visit.iteration, "Workflow": str(wf), "Workflow_ID": wf.index,
             "UCB_Score": round(pick.score, 4), "Posterior_Mean": round(pick.mean, 4),
@@ -506,7 +578,6 @@ class WorkflowSearch:
             "P_Feasible": "" if pick.p_feasible is None or math.isnan(pick.p_feasible)
             else round(pick.p_feasible, 4)})
         state.gp_log_rows += 1
-        state.active = None
         why = ("" if gp_updated else
                f"  (below θ = {cfg.compliance_threshold}: the feasibility model learns from it, "
                "the reward model does not)" if complete else
@@ -521,33 +592,10 @@ class WorkflowSearch:
             measured = (f" (training window {last.compliance:.3f}, measured on "
                         f"{visit.evaluation['n']} fresh episodes)"
                         if complete and cfg.compliance_eval_episodes > 0 else "")
-        self.progress(f"  → {stop}: reward {result.reward:.2f} ± {result.se:.2f}, compliance "
-                      f"{result.compliance:.3f}{measured} after {visit.episodes} episodes" + why)
-
-    def _greedy_evaluation(self, learner, wf, iteration: int) -> dict:
-        """--visit-eval greedy: the visit's final policy, greedy, --gp-eval-episodes episodes
-        against each red of cfg.eval_reds() (episode numbers reserved for this visit); reward and
-        compliance are the means over the reds, the SE that of the mean."""
-        from wfrl.evaluation.returns import play, summarise
-        cfg = self.cfg
-        self.steps.settle()   # a batch collected ahead never interleaves with these episodes
-        first = episode_block(EVAL_EPISODE_BASE, iteration)
-        per_red = {}
-        for red in cfg.eval_reds():
-            if red not in self._eval_backends:
-                self._eval_backends[red] = make_backend(cfg.backend, red, seed=cfg.seed)
-            s = summarise(play(self._eval_backends[red], learner.flat_weights(), cfg.ppo.net(),
-                               wf, cfg.alignment_lambda, cfg.count_foothold,
-                               range(first, first + cfg.gp_eval_episodes), cfg.seed,
-                               greedy=True))
-            per_red[red] = {"reward": round(s["mean"], 4), "se": round(s["se"], 4),
-                            "compliance": round(s["compliance"], 4), "n": s["n"]}
-        k = len(per_red)
-        return {"reward": round(float(np.mean([e["reward"] for e in per_red.values()])), 4),
-                "se": round(math.sqrt(sum(e["se"] ** 2 for e in per_red.values())) / k, 4),
-                "compliance": round(float(np.mean([e["compliance"]
-                                                   for e in per_red.values()])), 4),
-                "n": sum(e["n"] for e in per_red.values()), "per_red": per_red}
+        tag = f"  [visit {visit.iteration}]" if cfg.concurrent_visits > 1 else " "
+        self.progress(f"{tag} → {stop}: reward {result.reward:.2f} ± {result.se:.2f}, "
+                      f"compliance {result.compliance:.3f}{measured} after {visit.episodes} "
+                      "episodes" + why)
 
     def _close(self) -> dict:
         """summary.json, posterior.csv, the plots and the final commit (finished); returns the

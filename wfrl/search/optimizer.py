@@ -176,6 +176,7 @@ class WorkflowOptimizer:
         self._models = None
         self._posterior = None
         self._acq_posterior = None
+        self._acq_reward = None   # the acquisition's reward GP (acquisition_posterior)
 
     # ------------------------------------------------------------------ data
     def tell(self, workflow, reward: float | None, reward_se: float, compliance: float,
@@ -194,7 +195,7 @@ class WorkflowOptimizer:
         self.history.append({"workflow": w, "reward": None if reward is None else float(reward),
                              "se": se, "compliance": c,
                              "lineage": None if lineage is None else int(lineage)})
-        self._models = self._posterior = self._acq_posterior = None
+        self._models = self._posterior = self._acq_posterior = self._acq_reward = None
 
     def feasible_observations(self) -> list[dict]:
         return [h for h in self.history
@@ -248,10 +249,33 @@ class WorkflowOptimizer:
                     REWARD_MAX_LENGTH_SCALE, REWARD_MIN_SIGNAL):
                 self._acq_posterior = post
             else:
-                mu, sd = self._reward_gp(ACQ_REWARD_MAX_LENGTH_SCALE,
-                                         ACQ_REWARD_MIN_SIGNAL).predict()
+                self._acq_reward = self._reward_gp(ACQ_REWARD_MAX_LENGTH_SCALE,
+                                                   ACQ_REWARD_MIN_SIGNAL)
+                mu, sd = self._acq_reward.predict()
                 self._acq_posterior = Posterior(mu, sd, post.p_feasible)
         return self._acq_posterior
+
+    def pending_posterior(self, pending, acquisition: bool = True) -> Posterior:
+        """The acquisition's posterior (acquisition=False: the inference one) with the visits
+        `pending` (workflows asked for, not yet told) believed: each model is given, at each
+        pending workflow, an observation equal to its own posterior mean — the reward model with
+        the typical standard error of the rewards told, the feasibility model on its logit scale
+        — with the fitted hyperparameters kept (GP-BUCB's hallucinated observations, a kriging
+        believer; docs/scale.md, "Concurrent visits"). Means stay where they are; the standard
+        deviations at and around the pending workflows shrink, so the next ask looks elsewhere
+        unless a workflow's mean alone makes it the best. No pending visits: the posterior."""
+        post = self.acquisition_posterior() if acquisition else self.posterior()
+        if len(pending) == 0:
+            return post
+        reward, feas = self.models()
+        if acquisition and self._acq_reward is not None:
+            reward = self._acq_reward
+        pending = [as_index(w) for w in pending]
+        ses = [o["se"] for o in self.feasible_observations()]
+        _, sd = reward.predict_given(pending, float(np.median(ses)) if ses else 0.0)
+        fm, fs = feas.predict_given(pending, 0.0, observation=True)
+        p = _norm_cdf((fm - self._logit_theta()) / np.maximum(fs, 1e-9))
+        return Posterior(post.mean, sd, p)
 
     def posterior(self) -> Posterior:
         """Computed once per history (asks, reports and plots share it); read-only."""
@@ -276,27 +300,33 @@ class WorkflowOptimizer:
         return float(self.beta) if self.beta is not None else beta_schedule(len(self.history) + 1)
 
     # ----------------------------------------------------------- acquisition
-    def scores(self) -> tuple[np.ndarray, dict]:
+    def scores(self, pending=()) -> tuple[np.ndarray, dict]:
         """Acquisition value of every workflow and the numbers behind it (random and original do
-        not consult the GPs, so they cost nothing)."""
+        not consult the GPs, so they cost nothing). pending: workflows of visits asked for and
+        not yet told (a batch, --concurrent-visits): believed as pending_posterior() says; the
+        random rule and the design treat them as told, the original rule as visits without a
+        reward."""
         nan = np.full(N_WORKFLOWS, np.nan)
+        pending = [as_index(w) for w in pending]
         if self.acquisition == "random":
             told = self.visits() > 0
+            told[pending] = True
             score = np.where(told, 0.0, 1.0) if not told.all() else np.ones(N_WORKFLOWS)
             return score, {"mean": nan, "sd": nan, "p_feasible": nan, "ucb": nan, "beta": math.nan}
         if self.acquisition == "original":
-            score, mean, sd = original_scores(self.history, self.theta)
+            score, mean, sd = original_scores(
+                self.history + [{"workflow": w, "reward": None, "compliance": 0.0}
+                                for w in pending], self.theta)
             return score, {"mean": mean, "sd": sd, "p_feasible": nan, "ucb": score,
                            "beta": ORIGINAL_BETA}
-        if self.acquisition == "constrained" and len(self.history) < self.n_init:
+        if self.acquisition == "constrained" and len(self.history) + len(pending) < self.n_init:
             # initial design: the workflow farthest (Kendall) from every one told so far
-            told = [h["workflow"] for h in self.history]
+            told = [h["workflow"] for h in self.history] + pending
             far = np.array([min((discordant_pairs(w, t) for t in told), default=10)
                             for w in range(N_WORKFLOWS)], dtype=np.float64)
             return far, {"mean": nan, "sd": nan, "p_feasible": nan, "ucb": nan,
                          "beta": math.nan, "design": True}
-        post = (self.acquisition_posterior() if self.acquisition == "constrained"
-                else self.posterior())
+        post = self.pending_posterior(pending, acquisition=self.acquisition == "constrained")
         beta = self.beta_t()
         root = math.sqrt(max(beta, 0.0))
         spread = post.sd
@@ -326,8 +356,10 @@ class WorkflowOptimizer:
             return np.maximum(ucb - bar, 0.0) * weight, parts
         return ucb, parts
 
-    def ask(self) -> Workflow:
-        score, parts = self.scores()
+    def ask(self, pending=()) -> Workflow:
+        """The workflow to visit next; pending: the workflows of visits already asked for whose
+        results are not yet told (see scores())."""
+        score, parts = self.scores(pending)
         if self.acquisition == "random" or parts.get("design") or (
                 self.acquisition == "original" and not self.history):
             w = int(self.rng.choice(np.flatnonzero(score >= score.max() - 1e-12)))

@@ -108,18 +108,25 @@ def planted_instance(seed: int) -> PlantedInstance:
 
 
 def run_one(inst: PlantedInstance, acquisition: str, seed: int, k_max: int = max(KS),
-            ks=KS) -> dict:
-    """One optimizer run of k_max evaluations; what it reports after each K in ks."""
+            ks=KS, batch: int = 1) -> dict:
+    """One optimizer run of k_max evaluations; what it reports after each K in ks (K visits
+    told). batch: visits in flight at once, as a search with --concurrent-visits runs them —
+    visit i is asked once visit i − batch is told, with the visits still in flight pending, and
+    results are told in visit order (batch = 1: one after another)."""
     opt = WorkflowOptimizer(acquisition, theta=THETA, seed=seed)
     noise = np.random.default_rng([inst.seed, seed, 0x0B5])
     ranks = inst.feasible_rank()
     best = inst.best()
-    picks = []
+    picks: list[int] = []
+    in_flight: list[int] = []
     out = {"ranks": {}, "near_best": {}, "reported": {}, "feasible_right": {},
            "feasible_right_sure": {}}
     for k in range(1, k_max + 1):
-        w = opt.ask().index
-        picks.append(w)
+        while len(picks) < k_max and len(in_flight) < batch:
+            w = opt.ask(pending=in_flight).index
+            picks.append(w)
+            in_flight.append(w)
+        w = in_flight.pop(0)
         opt.tell(w, *inst.observe(w, noise))
         if k in ks:
             rep = opt.recommend()
@@ -140,18 +147,28 @@ def run_one(inst: PlantedInstance, acquisition: str, seed: int, k_max: int = max
     return out
 
 
+def method_name(acquisition: str, batch: int) -> str:
+    """The table's name of an acquisition run with `batch` visits in flight."""
+    return acquisition if batch == 1 else f"{acquisition}_k{batch}"
+
+
 def run_planted(instances=range(5), seeds=range(20), acquisitions=ACQUISITIONS, ks=KS,
-                progress=None) -> dict:
-    """Every acquisition on every (instance, seed); summary table per K."""
-    runs = {acq: [] for acq in acquisitions}
+                progress=None, batches=(1,)) -> dict:
+    """Every acquisition at every batch size (visits in flight) on every (instance, seed);
+    summary table per K. A method is named by method_name (the acquisition, with _kB for a
+    batch B > 1)."""
+    methods = [(acq, b) for b in batches for acq in acquisitions]
+    runs: dict[str, list] = {method_name(a, b): [] for a, b in methods}
     insts = [planted_instance(i) for i in instances]
     for inst in insts:
         if progress:
             progress(inst.describe())
-        for acq in acquisitions:
+        for acq, b in methods:
             for s in seeds:
-                runs[acq].append({"instance": inst.seed, "seed": int(s),
-                                  **run_one(inst, acq, int(s), max(ks), ks)})
+                runs[method_name(acq, b)].append(
+                    {"instance": inst.seed, "seed": int(s),
+                     **run_one(inst, acq, int(s), max(ks), ks, batch=b)})
+    acquisitions = list(runs)
     table = []
     for k in ks:
         row = {"K": k}

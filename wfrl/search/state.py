@@ -81,6 +81,20 @@ class Visit:
 
 
 @dataclass
+class Pending:
+    """A visit in flight (--concurrent-visits K > 1): asked for, trained elsewhere, not yet
+    told. Its episodes are numbered first_episode.., at most `budget` of them (its share of
+    the search's budget, reserved when it was asked); start: the file in checkpoints/ it starts
+    from (None: scratch), own: that file is the workflow's own policy (learner state) rather
+    than a parent's weights."""
+    visit: Visit
+    first_episode: int
+    budget: int
+    start: str | None
+    own: bool = False
+
+
+@dataclass
 class SearchState:
     """Everything a search needs to continue exactly where its last commit left it."""
     iteration: int = 0                   # visits started
@@ -97,6 +111,10 @@ class SearchState:
     wall_time: float = 0.0               # seconds over all sessions
     finished: bool = False
     optimizer: dict | None = None        # WorkflowOptimizer.state_dict()
+    # concurrent visits (--concurrent-visits K > 1): the visits in flight, in visit order, and
+    # one past the highest episode number a told visit used (serially: episodes_used)
+    pending: list[Pending] = field(default_factory=list)
+    episode_mark: int = 0
 
 
 def _fields_of(cls, data) -> dict:
@@ -125,8 +143,20 @@ def _visit(data) -> Visit:
     return Visit(**kw)
 
 
+visit_from_json = _visit
+
+
+def _pending(data) -> Pending:
+    kw = _fields_of(Pending, data)
+    kw["visit"] = _visit(kw["visit"])
+    return Pending(**kw)
+
+
 def _search_state(data) -> SearchState:
+    if isinstance(data, dict):   # a state from before concurrent visits: none in flight
+        data = {"pending": [], "episode_mark": data.get("episodes_used", 0), **data}
     kw = _fields_of(SearchState, data)
+    kw["pending"] = [_pending(p) for p in kw["pending"]]
     kw["pretraining"] = Pretraining(**_fields_of(Pretraining, kw["pretraining"]))
     kw["active"] = None if kw["active"] is None else _visit(kw["active"])
     kw["visits"] = [_visit(v) for v in kw["visits"]]

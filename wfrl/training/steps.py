@@ -362,7 +362,14 @@ def pretrain(steps: LearnerSteps, learner, seed: int, first_episode: int, done_e
 def policy_payload(learner, ppo_cfg, workflow: str, workflow_id: int, **extra) -> dict:
     """What a policy checkpoint holds: the learner's state (weights, optimiser, RNG), the network
     it fits, the workflow it was trained on, then `extra` (episodes, config, …)."""
-    return {**learner.state(), "hidden": ppo_cfg.hidden, "net": ppo_cfg.net().to_dict(),
+    return state_payload(learner.state(), ppo_cfg, workflow, workflow_id, **extra)
+
+
+def state_payload(learner_state: dict, ppo_cfg, workflow: str, workflow_id: int,
+                  **extra) -> dict:
+    """policy_payload from a learner's state (PPOLearner.state()) handed over by another
+    process."""
+    return {**learner_state, "hidden": ppo_cfg.hidden, "net": ppo_cfg.net().to_dict(),
             "workflow": workflow, "workflow_id": workflow_id, **extra}
 
 

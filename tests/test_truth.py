@@ -199,3 +199,24 @@ def test_workflow_sd_bound_covers_a_planted_spread():
     y = rng.normal(0, 0.5, 120)[None, :] + rng.normal(0, 0.4, (6, 120))
     e = effects.analyse(y, np.ones_like(y))["effect"]
     assert e["workflow_sd_upper95"] > 0.5 > e["workflow_sd"] * 0.6
+
+
+@pytest.mark.slow
+def test_concurrent_runs_give_the_serial_tables(tmp_path):
+    """--concurrent 2: the seeds' runs in two worker processes give the tables of the runs one
+    after another, file for file (but for wall-clock columns)."""
+    serial, both = tmp_path / "serial", tmp_path / "both"
+    truth.truth(cfg(serial, repeats=2, pretrain_episodes=200), quiet)
+    lines = []
+    truth.truth(cfg(both, repeats=2, pretrain_episodes=200, concurrent=2), lines.append)
+    assert any("2 at a time" in ln for ln in lines)
+    for seed in ("seed5", "seed6"):
+        for name in ("truth.csv", "training_log.csv", "exhaustive_mean_of_reds.csv"):
+            assert comparable(read_csv(both / seed / name)) == \
+                comparable(read_csv(serial / seed / name)), (seed, name)
+    for red in ("B_lineAgent", "RedMeanderAgent", "mean_of_reds"):
+        assert (both / red / "exhaustive.csv").read_bytes() == \
+            (serial / red / "exhaustive.csv").read_bytes()
+    # a run's folder continued later is the same whatever K made it
+    again = truth.truth(cfg(both, repeats=2, pretrain_episodes=200), quiet)
+    assert again["mean_of_reds"] == both / "mean_of_reds" / "exhaustive.csv"

@@ -411,6 +411,9 @@ class ExhaustiveConfig(Settings):
     repeats: int = setting(1, check=positive)
     """Training runs per workflow (seeds seed, seed+1, …), combined into one table whose
     standard errors include training randomness."""
+    concurrent: int = setting(1, check=positive, metavar="K")
+    """Training runs (--repeats) carried out at once, each in a worker process of its own; the
+    tables are the same whatever K (each run depends on its seed alone)."""
     out: str = "runs/exhaustive"
     """Directory for exhaustive.csv (an unfinished table there is continued)."""
     ppo: PPOConfig = setting(factory=PPOConfig)

@@ -44,8 +44,10 @@ def _local_run(job: dict) -> dict:
 class LocalVisitPool:
     """K worker processes (spawned) on this machine, one visit each at a time."""
 
-    def __init__(self, k: int):
-        self.k = k
+    def __init__(self, k: int, fn=None, what: str = "visit"):
+        """fn: what a job runs (fn(*job)); default run_visit(job). what: a job's name in
+        errors."""
+        self.k, self.fn, self.what = k, fn, what
         self.pool: cf.ProcessPoolExecutor | None = None
         self.jobs: dict[int, dict] = {}
         self.futures: dict[int, cf.Future] = {}
@@ -59,7 +61,7 @@ class LocalVisitPool:
     def submit(self, key: int, job: dict) -> None:
         self.jobs[key] = job
         try:
-            self.futures[key] = self.pool.submit(_local_run, job)
+            self.futures[key] = self._submit(job)
         except (BrokenProcessPool, RuntimeError, ValueError):
             self._rebuild(key)
 
@@ -67,12 +69,17 @@ class LocalVisitPool:
         """A worker died: every visit in flight runs again on a new pool."""
         self.redos[key] = self.redos.get(key, 0) + 1
         if self.redos[key] > MAX_REDOS:
-            raise UserError(f"the worker process of visit {key} died {self.redos[key]} times; "
+            raise UserError(f"the worker process of {self.what} {key} died {self.redos[key]} times; "
                             "giving up (out of memory? see dmesg)")
         self._shutdown()
         self._start()
         for k, job in self.jobs.items():
-            self.futures[k] = self.pool.submit(_local_run, job)
+            self.futures[k] = self._submit(job)
+
+    def _submit(self, job) -> cf.Future:
+        if self.fn is None:
+            return self.pool.submit(_local_run, job)
+        return self.pool.submit(self.fn, *job)
 
     def result(self, key: int) -> dict:
         """The result of visit `key`, waiting for it (other visits go on meanwhile)."""
@@ -189,3 +196,17 @@ def make_visit_pool(cfg, collector: str):
     if cfg.ray_address:
         return RayVisitPool(cfg.ray_address, visit_cpus(collector, cfg.n_workers))
     return LocalVisitPool(cfg.concurrent_visits)
+
+
+def run_all(fn, arg_tuples: list, k: int) -> list:
+    """fn(*args) for every tuple of arg_tuples, K at a time in worker processes of this machine
+    (spawned, ignoring Ctrl-C, dying with this process); the results in the order given. A
+    worker that dies has its call run again (at most MAX_REDOS times): the calls of `wfrl
+    exhaustive --concurrent` continue from what their runs saved."""
+    pool = LocalVisitPool(k, fn=fn, what="run")
+    try:
+        for i, args in enumerate(arg_tuples):
+            pool.submit(i, args)
+        return [pool.result(i) for i in range(len(arg_tuples))]
+    finally:
+        pool.close()

@@ -68,12 +68,12 @@ def truth(cfg, progress=None) -> dict[str, Path]:
     if len(reds) > 1:
         per_red[MEAN_OF_REDS] = []
     with locked_dir(out, "ground-truth table"):
-        for k in range(cfg.repeats):
-            sub = replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
-            progress(f"training run {k + 1} of {cfg.repeats} (seed {sub.seed}) in {sub.out}")
-            with locked_dir(sub.out, "ground-truth table"):
-                for red, path in truth_one(sub, progress).items():
-                    per_red[red].append(path)
+        from wfrl.search.exhaustive import run_seeds
+        subs = [replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
+                for k in range(cfg.repeats)]
+        for tables in run_seeds("truth", subs, cfg.concurrent, progress):
+            for red, path in tables.items():
+                per_red[red].append(path)
         result = {}
         for red, paths in per_red.items():
             (out / red).mkdir(exist_ok=True)

@@ -90,3 +90,32 @@ def test_planted_search_quality(benchmark):
         assert k[K]["constrained"]["median_rank"] < k[K]["original"]["median_rank"]
     assert out["infeasible_share_after_5"]["constrained"] <= 0.20
     assert k[15]["constrained"]["top5_or_2se"] >= 0.90
+
+
+def test_planted_search_quality_with_visits_in_flight(benchmark):
+    """Planted ground truths with K = 1, 2, 4, 8 visits in flight (--concurrent-visits): the
+    default acquisition and random, 5 instances × 20 seeds. What each K costs in quality at the
+    same number of visits told; the figures of docs/scale.md (record
+    docs/results/search/2026-12-05_planted_batches/).
+        .venv/bin/python -m pytest bench/test_bench_search.py -k in_flight -s   # ≈ 8 min
+    """
+    from wfrl.search.planted import format_planted, run_planted
+    out = {}
+    benchmark.group = "search"
+    benchmark.pedantic(lambda: out.update(run_planted(range(5), range(20),
+                                                      acquisitions=("constrained", "random"),
+                                                      batches=(1, 2, 4, 8))),
+                       rounds=1, iterations=1)
+    print("\n" + format_planted(out))
+    benchmark.extra_info["table"] = out["table"]
+    k = {r["K"]: r for r in out["table"]}
+    # every batch size beats random at 15 and 20 visits told (K ≤ 4 already at 10; a batch of
+    # 8 in 10 visits is almost all design), and a batch of 2 costs at most one rank of the
+    # median and 10 points of the good rate at 15
+    for method in ("constrained", "constrained_k2", "constrained_k4", "constrained_k8"):
+        for K in (10, 15, 20):
+            if K == 10 and method == "constrained_k8":
+                continue
+            assert k[K][method]["median_rank"] < k[K]["random"]["median_rank"], (method, K)
+    assert k[15]["constrained_k2"]["median_rank"] <= k[15]["constrained"]["median_rank"] + 1
+    assert k[15]["constrained_k2"]["top5_or_2se"] >= k[15]["constrained"]["top5_or_2se"] - 0.10

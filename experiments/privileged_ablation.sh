@@ -14,6 +14,7 @@ for seed in ${SEEDS:-1 2}; do
            "teacher_s$seed --teacher $teacher"
            "teacher_flat_s$seed --teacher $teacher --teacher-alpha 0"
            "pcritic_teacher_s$seed --privileged-critic --teacher $teacher"
+           "pcritic_teacher_noanneal_s$seed --privileged-critic --teacher $teacher --teacher-anneal 1"
            "pcritic_fast_s$seed --privileged-critic --privileged-epochs 2"
            "pcritic_teacher_fast_s$seed --privileged-critic --privileged-epochs 2 --teacher $teacher --teacher-steps 1")
 done

@@ -256,3 +256,126 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
             run.kill()
         ns.close()
         subprocess.run(["rm", "-rf", short])
+
+
+def search_guide_commands() -> list[str]:
+    """The command lines of the guide's block for concurrent visits on a cluster."""
+    text = GUIDE.read_text()
+    block = text.split("<!-- cluster-search:begin -->", 1)[1].split(
+        "<!-- cluster-search:end -->")[0]
+    body = block.split("```bash", 1)[1].split("```", 1)[0]
+    return [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def _visit_tasks(temp_dir: str) -> list[int]:
+    """Processes of the node running a visit (Ray titles a busy worker after its task)."""
+    return [p for p in _node_processes(temp_dir) if "ray_run_visit" in pid_cmdline(p)]
+
+
+@pytest.mark.system_wide   # compares /dev/shm before and after
+def test_concurrent_visits_on_two_nodes_survive_losing_one(wheel_venv, tmp_path):
+    """The guide's search commands on a two-node loopback cluster (one CPU each) from the wheel:
+    the two visits in flight run one on each node; the second node is SIGKILLed mid-visit; the
+    search ends with the records of the same search run by local worker processes; `ray stop`
+    leaves no process, no /dev/shm segment and no temp dir of the driver's."""
+    lines = search_guide_commands()
+    assert [ln.split()[:3] for ln in lines] == [
+        ["export", "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=<TOKEN>"],
+        ["ray", "start", "--head"], ["ray", "start", "--address"],
+        ["python", "-m", "wfrl"], ["ray", "stop", "--force"]], lines
+    export, head, node, train, stop = lines
+    assert "--concurrent-visits <K>" in train and "--ray-address" in train
+
+    py = str(wheel_venv.python)
+    short = tempfile.mkdtemp(prefix="wrv")
+    values = {"TOKEN": os.urandom(32).hex(), "HEAD_IP": "127.0.0.1", "NODE_IP": "127.0.0.1",
+              "PORT": str(20000 + (os.getpid() + 7) % 20000), "CPUS": "1",
+              "HEAD_TEMP_DIR": os.path.join(short, "h"), "NODE_TEMP_DIR": os.path.join(short, "n"),
+              "K": "2", "EPISODES": "6000", "SEED": "4", "RUN_DIR": str(tmp_path / "run")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    for assignment in shlex.split(fill(export, values))[1:]:
+        key, _, value = assignment.partition("=")
+        env[key] = value
+    env["HOME"] = str(tmp_path / "home")
+    os.makedirs(env["HOME"])
+    env["TMPDIR"] = short
+
+    def wheel(line):
+        line = fill(line, values)
+        if line.startswith("ray "):
+            return f"{shlex.quote(py)} -m ray.scripts.scripts {line[4:]}"
+        assert line.startswith("python ")
+        return f"{shlex.quote(py)} {line[7:]}"
+
+    # the reference: the same search with the visits in local worker processes
+    argv = shlex.split(fill(train, {**values, "RUN_DIR": str(tmp_path / "ref")}))
+    at = argv.index("--ray-address")
+    t_ref = time.monotonic()
+    ref = subprocess.run([py] + argv[1:at] + argv[at + 2:],
+                         env={**env, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
+                         timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    t_ref = time.monotonic() - t_ref
+
+    shm_before = set(os.listdir("/dev/shm"))
+    tmp_before = set(os.listdir(tempfile.gettempdir()))
+    ns = Namespaces()
+    run = None
+    try:
+        ns.run(wheel(head), env, cwd=str(tmp_path))
+        ns.run(wheel(node), env, cwd=str(tmp_path))
+        started = time.monotonic()
+        run = ns.popen(wheel(train), env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        on_head = on_node = []
+        while time.monotonic() < deadline and run.poll() is None:
+            on_head = _visit_tasks(values["HEAD_TEMP_DIR"])
+            on_node = _visit_tasks(values["NODE_TEMP_DIR"])
+            if on_head and on_node:
+                break
+            time.sleep(0.05)
+        assert run.poll() is None, run.communicate()[1][-3000:]
+        assert on_head and on_node, "the two visits in flight did not run one on each node"
+        for p in _node_processes(values["NODE_TEMP_DIR"]):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed_at = time.monotonic() - started
+        out, err = run.communicate(timeout=600)
+        took = time.monotonic() - started
+        assert run.returncode == 0, err[-3000:]
+        print(f"\nlocal workers: {t_ref:.1f} s; cluster: {took:.1f} s, second node killed at "
+              f"{killed_at:.1f} s")
+        assert "Traceback" not in err
+        with open(tmp_path / "run" / "gp_sampling_log.csv", newline="") as f:
+            got = list(csv.DictReader(f))
+        with open(tmp_path / "ref" / "gp_sampling_log.csv", newline="") as f:
+            want = list(csv.DictReader(f))
+        assert got == want and len(got) >= 3
+        timing = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
+        logs = []
+        for d in ("run", "ref"):
+            with open(tmp_path / d / "training_log.csv", newline="") as f:
+                logs.append([{k: v for k, v in r.items() if k not in timing}
+                             for r in csv.DictReader(f)])
+        assert logs[0] == logs[1]
+
+        ns.run(wheel(stop), env, cwd=str(tmp_path))
+        deadline = time.monotonic() + 20
+        while ns.members() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [(p, pid_cmdline(p)[:80]) for p in ns.members()] == []
+        new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
+                   if not n.startswith(("wfrl-", "sem."))}
+        assert not new_shm, new_shm
+        assert sorted(os.listdir(short)) == ["h", "n"]          # the nodes' own, nothing else
+        new_tmp = {n for n in set(os.listdir(tempfile.gettempdir())) - tmp_before
+                   if n.startswith(("wfrl-ray", "ray"))}
+        assert not new_tmp, new_tmp
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        ns.close()
+        subprocess.run(["rm", "-rf", short])

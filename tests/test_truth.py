@@ -220,3 +220,30 @@ def test_concurrent_runs_give_the_serial_tables(tmp_path):
     # a run's folder continued later is the same whatever K made it
     again = truth.truth(cfg(both, repeats=2, pretrain_episodes=200), quiet)
     assert again["mean_of_reds"] == both / "mean_of_reds" / "exhaustive.csv"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_runs_as_ray_tasks_give_the_serial_tables(tmp_path):
+    """--ray-address: each seed's run is a Ray task (here on a private local instance the test
+    process has joined) that gets its folder shipped and hands it back; the tables are the
+    serial ones, and the stored settings name the driver's folder."""
+    from wfrl.collect.ray.local import LocalRay
+    serial, ray_out = tmp_path / "serial", tmp_path / "ray"
+    truth.truth(cfg(serial, repeats=2, pretrain_episodes=200), quiet)
+    local = LocalRay(num_cpus=2)
+    try:
+        lines = []
+        truth.truth(cfg(ray_out, repeats=2, pretrain_episodes=200,
+                        ray_address="127.0.0.1:6379"), lines.append)
+    finally:
+        local.shutdown()
+    assert any("as Ray tasks" in ln for ln in lines)
+    for seed in ("seed5", "seed6"):
+        for name in ("truth.csv", "training_log.csv"):
+            assert comparable(read_csv(ray_out / seed / name)) == \
+                comparable(read_csv(serial / seed / name)), (seed, name)
+        assert "wfrl-seed-" not in (ray_out / seed / "experiment_config.json").read_text()
+    for red in ("B_lineAgent", "RedMeanderAgent", "mean_of_reds"):
+        assert (ray_out / red / "exhaustive.csv").read_bytes() == \
+            (serial / red / "exhaustive.csv").read_bytes()

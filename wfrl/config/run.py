@@ -414,6 +414,10 @@ class ExhaustiveConfig(Settings):
     concurrent: int = setting(1, check=positive, metavar="K")
     """Training runs (--repeats) carried out at once, each in a worker process of its own; the
     tables are the same whatever K (each run depends on its seed alone)."""
+    ray_address: str | None = setting(None, check=ray_address, metavar="HOST:PORT")
+    """Run every training run (--repeats) as a Ray task on the cluster at HOST:PORT, all at once
+    (Ray places them by the CPUs they declare); each run's folder is shipped to its task and
+    written back here when it ends."""
     out: str = "runs/exhaustive"
     """Directory for exhaustive.csv (an unfinished table there is continued)."""
     ppo: PPOConfig = setting(factory=PPOConfig)

@@ -23,13 +23,14 @@ POLL_S = 0.2
 
 
 def _orphan_guard(parent: int) -> None:
-    """Worker initializer: ignore SIGINT (Ctrl-C is the driver's to handle) and die with the
-    driver: SIGKILL on its death (Linux), and at once if it is gone already."""
+    """Worker initializer: ignore SIGINT (Ctrl-C is the driver's to handle) and end with the
+    driver: SIGTERM on its death (Linux; a visit's collector then unlinks its shared memory
+    as on any SIGTERM), and at once if it is gone already."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)    # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)    # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:
@@ -99,18 +100,28 @@ class LocalVisitPool:
             if pool is not None else []
 
     def _shutdown(self) -> None:
+        """End the pool: its workers get SIGTERM (a collector unlinks its shared memory), and
+        SIGKILL after 10 s."""
         pool, self.pool = self.pool, None
         if pool is None:
             return
         procs = list(getattr(pool, "_processes", {}).values())
         for p in procs:
             if p.is_alive():
-                p.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
+                p.terminate()
         for p in procs:
             p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
+        """Idle (every result taken): the workers exit as they would at the end of any pool;
+        else they are ended (_shutdown)."""
+        if self.pool is not None and not self.futures:
+            pool, self.pool = self.pool, None
+            pool.shutdown(wait=True)
         self._shutdown()
         self.jobs.clear()
         self.futures.clear()
@@ -125,30 +136,79 @@ def ray_run_visit(job: dict) -> dict:
     return out
 
 
+def stderr_progress(line: str) -> None:
+    """A run's progress line, printed by the worker that runs it."""
+    import sys
+    print(line, file=sys.stderr, flush=True)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def ray_run_seed(run_one, sub, files: dict) -> dict:
+    """One seed's run of `wfrl exhaustive` as a Ray task: the run's folder (`files`, name ->
+    bytes, what the driver holds of it) laid out in a temp dir of the node, the run continued
+    there (run_one(sub, progress)), and the folder handed back, with the node it ran on under
+    the key None. The folder's stored settings name the driver's folder, not the node's."""
+    import dataclasses
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import ray
+    work = Path(tempfile.mkdtemp(prefix="wfrl-seed-"))
+    try:
+        for name, data in files.items():
+            (work / name).write_bytes(data)
+        run_one(dataclasses.replace(sub, out=str(work)), _quiet)
+        out = {p.name: p.read_bytes() for p in work.iterdir() if p.is_file()}
+        config = out.get("experiment_config.json")
+        if config is not None:
+            d = json.loads(config)
+            if "out" in d:
+                d["out"] = sub.out
+                out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True)
+                                                 + "\n").encode()
+        out[None] = ray.get_runtime_context().get_node_id()
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 class RayVisitPool:
     """Visits as Ray tasks on the cluster at `address`, each declaring `cpus` CPUs: Ray places
     them on the nodes that have those free, and runs a task again elsewhere when its node dies
     (max_retries). The driver holds only references to the results."""
 
-    def __init__(self, address: str, cpus: float):
+    def __init__(self, address: str | None, cpus: float, fn=None):
+        """fn: the task's function (fn(*job)); default ray_run_visit(job). address None: the
+        Ray instance this process has already joined."""
         from wfrl.collect.ray.address import connect_to_cluster
         from wfrl.collect.ray.common import import_ray
         ray = import_ray()
         self.ray = ray
         self._connected = False
         if not ray.is_initialized():
+            if address is None:
+                raise UserError("no Ray cluster to join: give --ray-address")
             connect_to_cluster(ray, address)
             self._connected = True
-        self.remote = ray.remote(ray_run_visit).options(num_cpus=cpus, max_retries=MAX_REDOS,
-                                                        retry_exceptions=False)
+        self.fn = fn
+        self.remote = ray.remote(fn or ray_run_visit).options(
+            num_cpus=cpus, max_retries=MAX_REDOS, retry_exceptions=False)
         self.jobs: dict[int, dict] = {}
         self.refs: dict = {}
         self.redos: dict[int, int] = {}
         self.nodes: dict[int, str] = {}   # visit -> the node its result came from
 
-    def submit(self, key: int, job: dict) -> None:
+    def submit(self, key: int, job) -> None:
         self.jobs[key] = job
-        self.refs[key] = self.remote.remote(job)
+        self.refs[key] = self._submit(job)
+
+    def _submit(self, job):
+        return self.remote.remote(job) if self.fn is None else self.remote.remote(*job)
 
     def result(self, key: int) -> dict:
         ray = self.ray
@@ -162,7 +222,7 @@ class RayVisitPool:
                 if self.redos[key] > MAX_REDOS:
                     raise UserError(f"visit {key} was lost {self.redos[key]} times on the Ray "
                                     f"cluster ({type(exc).__name__}); giving up") from None
-                self.refs[key] = self.remote.remote(self.jobs[key])
+                self.refs[key] = self._submit(self.jobs[key])
                 continue
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.as_instanceof_cause()
@@ -170,7 +230,7 @@ class RayVisitPool:
                     raise UserError(str(cause).splitlines()[0]) from None
                 raise
             del self.refs[key], self.jobs[key]
-            self.nodes[key] = out.pop("node", "")
+            self.nodes[key] = out.pop("node" if self.fn is None else None, "")
             return out
 
     def close(self) -> None:
@@ -198,11 +258,60 @@ def make_visit_pool(cfg, collector: str):
     return LocalVisitPool(cfg.concurrent_visits)
 
 
+def run_seeds(run_one, result_of, subs: list, k: int, progress, what: str) -> list:
+    """Each seed's run of `subs` (one config per seed with its own --out, all locked here for the
+    whole call; `what` names them in a refusal): run_one(sub, progress) K at a time in worker
+    processes (run_all), or one after another here with K = 1, or every one as a Ray task with
+    the subs' --ray-address (run_seeds_on_ray). Returns run_one's results in seed order
+    (result_of(sub) reads them back from a finished folder)."""
+    from contextlib import ExitStack
+
+    from wfrl.runlog import locked_dir
+    with ExitStack() as locks:
+        for sub in subs:
+            locks.enter_context(locked_dir(sub.out, what))
+        if subs and getattr(subs[0], "ray_address", None):
+            progress(f"training runs of seeds {subs[0].seed}..{subs[-1].seed} as Ray tasks")
+            return run_seeds_on_ray(run_one, result_of, subs, subs[0].ray_address,
+                                    visit_cpus(subs[0].resolved_collector(), subs[0].n_workers))
+        if k == 1 or len(subs) == 1:
+            out = []
+            for i, sub in enumerate(subs):
+                progress(f"training run {i + 1} of {len(subs)} (seed {sub.seed}) in {sub.out}")
+                out.append(run_one(sub, progress))
+            return out
+        progress(f"training runs of seeds {subs[0].seed}..{subs[-1].seed}, {k} at a time")
+        return run_all(run_one, [(sub, stderr_progress) for sub in subs], k)
+
+
+def run_seeds_on_ray(run_one, result_of, subs: list, address: str | None, cpus: int) -> list:
+    """Every seed's run of `subs` as a Ray task (ray_run_seed) on the cluster at `address`, each
+    declaring `cpus` CPUs; each folder's files are shipped to its task and written back here
+    (atomically, file by file) as it ends; result_of(sub) of each, in seed order."""
+    from pathlib import Path
+
+    from wfrl.runlog import atomic_write_bytes
+    pool = RayVisitPool(address, cpus, fn=ray_run_seed)
+    try:
+        for i, sub in enumerate(subs):
+            files = {p.name: p.read_bytes() for p in Path(sub.out).iterdir()
+                     if p.is_file() and not p.name.startswith(".")}
+            pool.submit(i, (run_one, sub, files))
+        out = []
+        for i, sub in enumerate(subs):
+            for name, data in pool.result(i).items():
+                atomic_write_bytes(Path(sub.out) / name, data)
+            out.append(result_of(sub))
+        return out
+    finally:
+        pool.close()
+
+
 def run_all(fn, arg_tuples: list, k: int) -> list:
     """fn(*args) for every tuple of arg_tuples, K at a time in worker processes of this machine
-    (spawned, ignoring Ctrl-C, dying with this process); the results in the order given. A
-    worker that dies has its call run again (at most MAX_REDOS times): the calls of `wfrl
-    exhaustive --concurrent` continue from what their runs saved."""
+    (spawned, ignoring Ctrl-C, ending with this process); the results in the order given. A
+    worker that dies has its call run again (at most MAX_REDOS times): the runs of `wfrl
+    exhaustive --concurrent` continue from what they saved."""
     pool = LocalVisitPool(k, fn=fn, what="run")
     try:
         for i, args in enumerate(arg_tuples):

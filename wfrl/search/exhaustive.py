@@ -105,39 +105,15 @@ def exhaustive(cfg: ExhaustiveConfig, progress=None) -> Path:
     with locked_dir(out, "exhaustive table"):
         subs = [replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
                 for k in range(cfg.repeats)]
-        paths = run_seeds("exhaustive", subs, cfg.concurrent, progress)
+        from wfrl.search.concurrent import run_seeds
+        paths = run_seeds(_exhaustive_one, exhaustive_result, subs, cfg.concurrent, progress,
+                          "exhaustive table")
         return combine(paths, out / "exhaustive.csv", progress)
 
 
-def run_seeds(kind: str, subs: list, k: int, progress) -> list:
-    """Each seed's run of `subs` (one config per seed, its own --out, locked here), K at a time
-    in worker processes (wfrl.search.concurrent.run_all) or, K = 1, one after another here;
-    their results in seed order. kind: "exhaustive" (the table's path) or "truth" ({red:
-    path})."""
-    from contextlib import ExitStack
-    with ExitStack() as locks:
-        for sub in subs:
-            locks.enter_context(locked_dir(sub.out, "exhaustive table" if kind == "exhaustive"
-                                           else "ground-truth table"))
-        if k == 1 or len(subs) == 1:
-            out = []
-            for i, sub in enumerate(subs):
-                progress(f"training run {i + 1} of {len(subs)} (seed {sub.seed}) in {sub.out}")
-                out.append(seed_run(kind, sub, progress))
-            return out
-        from wfrl.search.concurrent import run_all
-        progress(f"training runs of seeds {subs[0].seed}..{subs[-1].seed}, {k} at a time")
-        return run_all(seed_run, [(kind, sub) for sub in subs], k)
-
-
-def seed_run(kind: str, sub, progress=None):
-    """One seed's run (what run_seeds runs in a worker): progress lines go to stderr unless
-    `progress` says otherwise."""
-    progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    if kind == "exhaustive":
-        return _exhaustive_one(sub, progress)
-    from wfrl.search.truth import truth_one
-    return truth_one(sub, progress)
+def exhaustive_result(sub) -> Path:
+    """The table of one seed's finished run (what _exhaustive_one returns)."""
+    return Path(sub.out) / "exhaustive.csv"
 
 
 def combine(paths, target: Path, progress=None) -> Path:
@@ -226,7 +202,8 @@ def workflow_effect(rewards) -> dict:
             "mean_spearman_between_runs": None if spearman is None else round(spearman, 4)}
 
 
-RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers", "concurrent")  # not the table's
+# settings that do not change the table
+RUNTIME_ONLY = ("out", "repeats", "collector", "n_workers", "concurrent", "ray_address")
 
 
 def stored_settings(out: Path, what: str) -> dict:

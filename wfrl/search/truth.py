@@ -68,10 +68,11 @@ def truth(cfg, progress=None) -> dict[str, Path]:
     if len(reds) > 1:
         per_red[MEAN_OF_REDS] = []
     with locked_dir(out, "ground-truth table"):
-        from wfrl.search.exhaustive import run_seeds
+        from wfrl.search.concurrent import run_seeds
         subs = [replace(cfg, seed=cfg.seed + k, repeats=1, out=str(out / f"seed{cfg.seed + k}"))
                 for k in range(cfg.repeats)]
-        for tables in run_seeds("truth", subs, cfg.concurrent, progress):
+        for tables in run_seeds(truth_one, truth_result, subs, cfg.concurrent, progress,
+                                "ground-truth table"):
             for red, path in tables.items():
                 per_red[red].append(path)
         result = {}
@@ -129,6 +130,13 @@ def check_same_settings(cfg, out: Path) -> None:
         if key not in stored or stored[key] != value:
             raise UserError(f"{out} was started with {key} = {stored.get(key)!r}, not {value!r}; "
                             "use the same settings to continue it or another --out")
+
+
+def truth_result(sub) -> dict[str, Path]:
+    """The per-red tables of one seed's finished run (what truth_one returns)."""
+    reds = sub.eval_red_list()
+    return {red: Path(sub.out) / f"exhaustive_{red}.csv"
+            for red in reds + ([MEAN_OF_REDS] if len(reds) > 1 else [])}
 
 
 def truth_one(cfg, progress) -> dict[str, Path]:

@@ -164,6 +164,12 @@ def visit_collector_name(cfg, concurrent: int) -> str:
     return "async" if (os.cpu_count() or 1) >= 2 * concurrent else "sequential"
 
 
+# A worker's evaluation backends (red -> backend), kept from one visit to the next as the serial
+# search keeps its own (episodes are seeded by their numbers, so which backend object plays them
+# changes nothing; building a CybORG backend costs seconds).
+_worker_backends: dict = {}
+
+
 def run_visit(job: dict) -> dict:
     """A whole visit, from its start to its measurement, in this process: what a worker process
     or a Ray task of concurrent visits runs. job: {"config": SearchConfig.to_dict(), "visit":
@@ -193,7 +199,12 @@ def run_visit(job: dict) -> dict:
                                cfg.red_agent, cfg.ppo.net(), cfg.seed, cfg.alignment_lambda,
                                cfg.count_foothold, cfg.n_workers, cfg.episodes_per_update)
     steps = LearnerSteps(collector, cfg.ppo, overlap=cfg.overlap, threads=cfg.learner_threads)
-    backends: dict = {}
+    key = (cfg.backend, cfg.seed)
+    if _worker_backends.get("key") != key:
+        for backend in _worker_backends.pop("open", {}).values():
+            backend.close()
+        _worker_backends.update({"key": key, "open": {}})
+    backends = _worker_backends["open"]
     rows = []
     try:
         while True:
@@ -214,7 +225,5 @@ def run_visit(job: dict) -> dict:
     finally:
         steps.cancel()
         collector.close()
-        for backend in backends.values():
-            backend.close()
     return {"visit": as_plain(visit), "rows": rows, "complete": complete,
             "payload": learner.state(), "eval_episodes": played}

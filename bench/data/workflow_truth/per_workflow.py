@@ -4,7 +4,7 @@ evaluated greedy on the truth's reserved episodes (wfrl.search.truth.evaluate_al
 seed) against B_line and Meander. Resumable: a finished (workflow, seed) is skipped.
 
     python bench/data/workflow_truth/per_workflow.py --truth RUNS/truth_sim --backend sim \
-        --seeds 0,1,2 --out RUNS/per_workflow_sim
+        --seeds 0,1,2 --out RUNS/per_workflow_sim [--concurrent K]
     # the specialists with the base's warm-up, scored on 1,000 episodes:
     python bench/data/workflow_truth/per_workflow.py --workflows "$(tr ' ' , < sample.txt)" \
         --warmup 20000 --eval-episodes 1000 --seeds 0 --out RUNS/per_workflow_warm/seed0
@@ -75,7 +75,12 @@ def main(argv=None) -> int:
                         "--warmup; the search's base uses a third of its episodes)")
     p.add_argument("--total-episodes", default="60000")
     p.add_argument("--eval-episodes", type=int, default=500)
+    p.add_argument("--concurrent", type=int, default=1,
+                   help="(workflow, seed) runs trained at once, each its own `wfrl train` "
+                        "process; rows are written in the order of the runs whatever K")
     a = p.parse_args(argv)
+    if a.concurrent < 1:
+        p.error("--concurrent must be positive")
     from wfrl.envs import make_backend
     from wfrl.envs.base import EP_LEN
     from wfrl.evaluation.checkpoint import weights_from_checkpoint
@@ -97,31 +102,37 @@ def main(argv=None) -> int:
         with open(table, "w", newline="") as f:
             csv.writer(f).writerow(COLUMNS)
     seeds = [int(s) for s in a.seeds.split(",")]
-    for seed in seeds:                     # every workflow's first seed before any second one
-        for wid in ids:
-            if (wid, seed) in done:
-                continue
-            wf = Workflow.from_index(wid)
-            run = a.out / f"wf{wid:03d}" / f"seed{seed}"
-            cmd = [sys.executable, "-m", "wfrl", "train", "--workflow", str(wf),
-                   "--backend", a.backend, "--seed", str(seed), "--out", str(run), "--force",
-                   "--alignment-lambda", a.alignment_lambda, "--warmup", a.warmup, *recipe]
-            print(f"[{wid:3d} seed {seed}] {wf.arrow()}", flush=True)
-            if not (run / "summary.json").exists():     # trained before an interruption
-                with open(a.out / "train.log", "a") as log:
-                    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=log)
-            weights, net = weights_from_checkpoint(load_checkpoint(run / "checkpoint.pt"))
-            rows = []
-            for red in ("B_lineAgent", "RedMeanderAgent"):
-                b = make_backend(a.backend, red, seed=EVAL_SEED)
-                s = summarise(play(b, weights, net, wf, 30.0, False,
-                                   range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + a.eval_episodes),
-                                   EVAL_SEED, greedy=True, horizon=EP_LEN))
-                b.close()
-                rows.append([str(wf), wid, seed, red, round(s["mean"], 4), round(s["se"], 4),
-                             round(s["compliance"], 4)])
-                print(f"    {red}: {s['mean']:.2f} ± {s['se']:.2f}, compliance "
-                      f"{s['compliance']:.3f}", flush=True)
+    # every workflow's first seed before any second one
+    jobs = [(wid, seed) for seed in seeds for wid in ids if (wid, seed) not in done]
+
+    def run_one(job):
+        wid, seed = job
+        wf = Workflow.from_index(wid)
+        run = a.out / f"wf{wid:03d}" / f"seed{seed}"
+        cmd = [sys.executable, "-m", "wfrl", "train", "--workflow", str(wf),
+               "--backend", a.backend, "--seed", str(seed), "--out", str(run), "--force",
+               "--alignment-lambda", a.alignment_lambda, "--warmup", a.warmup, *recipe]
+        print(f"[{wid:3d} seed {seed}] {wf.arrow()}", flush=True)
+        if not (run / "summary.json").exists():     # trained before an interruption
+            with open(a.out / f"train_{wid:03d}_{seed}.log", "a") as log:
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=log)
+        weights, net = weights_from_checkpoint(load_checkpoint(run / "checkpoint.pt"))
+        rows = []
+        for red in ("B_lineAgent", "RedMeanderAgent"):
+            b = make_backend(a.backend, red, seed=EVAL_SEED)
+            s = summarise(play(b, weights, net, wf, 30.0, False,
+                               range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + a.eval_episodes),
+                               EVAL_SEED, greedy=True, horizon=EP_LEN))
+            b.close()
+            rows.append([str(wf), wid, seed, red, round(s["mean"], 4), round(s["se"], 4),
+                         round(s["compliance"], 4)])
+            print(f"    [{wid:3d} seed {seed}] {red}: {s['mean']:.2f} ± {s['se']:.2f}, "
+                  f"compliance {s['compliance']:.3f}", flush=True)
+        return rows
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(a.concurrent) as pool:
+        for rows in pool.map(run_one, jobs):     # in the order of the runs
             with open(table, "a", newline="") as f:
                 csv.writer(f).writerows(rows)
                 f.flush()

@@ -1,7 +1,13 @@
 # The compiled CAGE2 simulator (csrc/wfrl_cage2.h): n envs stepped from Python, the red kinds its
 # reset takes, and an env's raw state (its bytes, blue table, red's access and own RNG).
 
-RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3}
+RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3,
+             # the variants (csrc/wfrl_cage2.h, WFRL_RED_VARIANT_SHIFT; wfrl/envs/reds.py)
+             "DelayedB_lineAgent": 0 | 1 << 5, "BurstyB_lineAgent": 0 | 2 << 5,
+             "NoisyB_lineAgent": 0 | 3 << 5, "DelayedMeanderAgent": 1 | 1 << 5,
+             "BurstyMeanderAgent": 1 | 2 << 5, "NoisyMeanderAgent": 1 | 3 << 5,
+             # pools (an episode's member drawn by its seed; wfrl.envs.reds.POOLS)
+             "family": 4, "family-train": 5, "family-heldout": 6}
 
 
 def red_kind_code(str red_agent, bint leaderboard=False):

@@ -95,7 +95,9 @@ static const int8_t cage2_subnet_hosts[N_SUB][5] = {
 };
 
 /* ---- red agents ---------------------------------------------------------------------------- */
-enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3 };
+enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3,
+       /* pools: each episode's red drawn by its seed (wfrl_pool_red_code) */
+       RED_POOL_FAMILY = 4, RED_POOL_TRAIN = 5, RED_POOL_HELDOUT = 6 };
 
 /* OR-ed into the red kind given to wfrl_cage2_reset: play the episode by the CybORG code the CAGE2
  * final leaderboard was scored on (cage-challenge-2 before its fixes of 16 and 19 August 2022,
@@ -106,6 +108,23 @@ enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3 };
  *    ports of decoys red once saw stay remembered after a Restore removed the decoys. */
 #define WFRL_RED_LEADERBOARD 0x10
 
+/* Variants of B_line and Meander (bits 5-7 of the red kind): the base agent decides as ever;
+ * around it, when it acts and what else red does. A step the base agent does not act leaves its
+ * memory of its last action's outcome (prev_success, prev_has_data) as it was, so it continues
+ * where it stopped. Twins: wfrl/envs/reds.py.
+ *  - DELAYED: red sleeps the first D steps, D uniform in 5..25 (drawn at reset);
+ *  - BURSTY: red acts RV_BURST steps, then sleeps P steps, P uniform in 2..5 (drawn at each
+ *    burst's end);
+ *  - NOISY: before an exploit, with probability 1/2, red scans the target's services first
+ *    (one more DiscoverNetworkServices; the exploit follows on the next step). */
+#define WFRL_RED_VARIANT_SHIFT 5
+enum { RV_NONE = 0, RV_DELAYED = 1, RV_BURSTY = 2, RV_NOISY = 3 };
+#define RV_DELAY_MIN 5
+#define RV_DELAY_SPAN 21
+#define RV_BURST 3
+#define RV_PAUSE_MIN 2
+#define RV_PAUSE_SPAN 4
+
 /* The attacker of an episode of the mixed red (B_line or Meander, one half each), a function of
  * the episode's env seed alone so that every backend and collector plays the same one.
  * Twin: wfrl/envs/base.py:mixed_red_kind. */
@@ -113,6 +132,24 @@ static inline int wfrl_mixed_red_kind(uint64_t seed)
 {
     uint64_t x = seed ^ 0x6D69786564726564ULL; /* "mixedred" */
     return (wfrl_splitmix64(&x) >> 63) ? RED_MEANDER : RED_BLINE;
+}
+/* The pools' members as red kind codes (base | variant << WFRL_RED_VARIANT_SHIFT). Twin:
+ * wfrl/envs/reds.py:pool_member (the members in its POOLS table). family: the six variants; family-train: B_line,
+ * Meander and one variant of each schedule (delayed B_line, bursty Meander, noisy B_line);
+ * family-heldout: the other three. */
+#define RV(base, v) ((uint8_t)((base) | ((v) << WFRL_RED_VARIANT_SHIFT)))
+static const uint8_t cage2_pool_family[6] = {RV(0, 1), RV(0, 2), RV(0, 3), RV(1, 1), RV(1, 2),
+                                             RV(1, 3)};
+static const uint8_t cage2_pool_train[5] = {RV(0, 0), RV(1, 0), RV(0, 1), RV(1, 2), RV(0, 3)};
+static const uint8_t cage2_pool_heldout[3] = {RV(1, 1), RV(0, 2), RV(1, 3)};
+
+static inline int wfrl_pool_red_code(int pool, uint64_t seed)
+{
+    const uint8_t *m = pool == RED_POOL_FAMILY ? cage2_pool_family :
+                       pool == RED_POOL_TRAIN ? cage2_pool_train : cage2_pool_heldout;
+    const uint64_t n = pool == RED_POOL_FAMILY ? 6 : pool == RED_POOL_TRAIN ? 5 : 3;
+    uint64_t x = seed ^ (0x706F6F6C00000000ULL + (uint64_t)pool); /* "pool" */
+    return m[(wfrl_splitmix64(&x) >> 32) % n];
 }
 enum { RA_SLEEP, RA_DRS, RA_DNS, RA_EXPLOIT, RA_ESCALATE, RA_IMPACT };
 
@@ -158,7 +195,11 @@ typedef struct {
     uint8_t versions_lost[NH];  /* restored this episode: its processes have no version */
 
     /* -- red agent memory ------------------------------------------------------------------ */
-    uint8_t red_kind;
+    uint8_t red_kind;       /* RED_BLINE, RED_MEANDER or RED_SLEEP (mixed resolved) */
+    uint8_t red_variant;    /* RV_*: see WFRL_RED_VARIANT_SHIFT */
+    uint8_t red_code;       /* the red kind reset was given (a pool or mixed unresolved) */
+    uint8_t v_delay, v_count, v_pause, v_queued;
+    cage2_red_action v_next; /* NOISY: the exploit that follows the extra scan */
     uint8_t prev_success;   /* 0 fail, 1 success, 2 unknown (start of episode) */
     uint8_t prev_has_data;  /* previous red action returned host data */
     uint8_t last_red_type;  /* red's action of the last step (RA_*) and its target, for viewers */
@@ -496,6 +537,23 @@ static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
     return r;
 }
 
+/* Whether the base agent acts this step (a variant's schedule; see WFRL_RED_VARIANT_SHIFT). */
+static inline int cage2_variant_acts(wfrl_cage2 *e)
+{
+    if (e->red_variant == RV_DELAYED) return e->t >= e->v_delay;
+    if (e->red_variant == RV_BURSTY) {
+        if (e->v_pause) {
+            --e->v_pause;
+            return 0;
+        }
+        if (++e->v_count == RV_BURST) {
+            e->v_count = 0;
+            e->v_pause = (uint8_t)(RV_PAUSE_MIN + wfrl_rng_below(&e->rng, RV_PAUSE_SPAN));
+        }
+    }
+    return 1;
+}
+
 /* ---- blue actions --------------------------------------------------------------------- */
 static inline int cage2_decoy_placeable(const wfrl_cage2 *e, int h, int k)
 {
@@ -523,9 +581,18 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
 {
     memset(e, 0, sizeof(*e));
     wfrl_rng_seed(&e->rng, seed);
+    e->red_code = (uint8_t)red_kind;
     e->leaderboard = (red_kind & WFRL_RED_LEADERBOARD) != 0;
-    red_kind &= ~WFRL_RED_LEADERBOARD;
+    e->red_variant = (uint8_t)((red_kind >> WFRL_RED_VARIANT_SHIFT) & 7);
+    red_kind &= 0x0F;
+    if (red_kind >= RED_POOL_FAMILY) {
+        const int code = wfrl_pool_red_code(red_kind, seed);
+        e->red_variant = (uint8_t)(code >> WFRL_RED_VARIANT_SHIFT);
+        red_kind = code & 0x0F;
+    }
     e->red_kind = (uint8_t)(red_kind == RED_MIXED ? wfrl_mixed_red_kind(seed) : red_kind);
+    if (e->red_variant == RV_DELAYED)
+        e->v_delay = (uint8_t)(RV_DELAY_MIN + wfrl_rng_below(&e->rng, RV_DELAY_SPAN));
     e->ot_running = 1;
     e->ot_pid_valid = 1;
     e->known_ip[H_U0] = 1;
@@ -594,8 +661,21 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     cage2_red_action ra;
     ra.type = RA_SLEEP;
     ra.target = 0;
-    if (e->red_kind == RED_BLINE) ra = cage2_bline_decide(e);
-    else if (e->red_kind == RED_MEANDER) ra = cage2_meander_decide(e);
+    int own = cage2_variant_acts(e);   /* 1: the base agent's own action this step */
+    if (own && e->v_queued) {
+        ra = e->v_next;
+        e->v_queued = 0;
+    } else if (own) {
+        if (e->red_kind == RED_BLINE) ra = cage2_bline_decide(e);
+        else if (e->red_kind == RED_MEANDER) ra = cage2_meander_decide(e);
+        if (e->red_variant == RV_NOISY && ra.type == RA_EXPLOIT &&
+            wfrl_rng_uniform(&e->rng) < 0.5) {
+            e->v_next = ra;
+            e->v_queued = 1;
+            ra.type = RA_DNS;   /* the extra scan; its outcome is not the base agent's */
+            own = 0;
+        }
+    }
     int ok = 1, data = 0;
     switch (ra.type) {
     case RA_DRS: ok = cage2_red_drs(e, ra.target); break;
@@ -605,8 +685,10 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     case RA_IMPACT: ok = cage2_red_impact(e, ra.target); break;
     default: break;
     }
-    e->prev_success = (uint8_t)ok;
-    e->prev_has_data = (uint8_t)data;
+    if (own) {
+        e->prev_success = (uint8_t)ok;
+        e->prev_has_data = (uint8_t)data;
+    }
     e->last_red_type = ra.type;
     e->last_red_target = ra.target;
 
@@ -660,7 +742,7 @@ static inline int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, 
     float obs[WFRL_OBS_DIM];
     uint8_t access[NH];
     int64_t total = 0;
-    const int red = e->red_kind | (e->leaderboard ? WFRL_RED_LEADERBOARD : 0);
+    const int red = e->red_code;
     for (int64_t i = 0; i < n_steps; ++i) {
         if (e->t >= WFRL_EP_LEN) wfrl_cage2_reset(e, wfrl_rng_next(&policy), red);
         total += wfrl_cage2_step(e, (int)wfrl_rng_below(&policy, WFRL_N_ACTIONS), obs, access);

@@ -122,7 +122,8 @@ static inline int64_t wfrl_vec_step(const wfrl_vec *v, const int32_t *actions)
 /* The red agent each env's current episode is played against (RED_MIXED resolved). */
 static inline void wfrl_vec_playing(const wfrl_vec *v, uint8_t *out)
 {
-    for (int64_t i = 0; i < v->n; ++i) out[i] = v->envs[i].red_kind;
+    for (int64_t i = 0; i < v->n; ++i)   /* base | variant << WFRL_RED_VARIANT_SHIFT */
+        out[i] = (uint8_t)(v->envs[i].red_kind | (v->envs[i].red_variant << WFRL_RED_VARIANT_SHIFT));
 }
 
 /* The workflow wrapper's alignment reward for one step of n envs, each with its own workflow:

@@ -25,7 +25,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
+from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_SEED,
                                REFERENCE_VERSION, REFERENCES, concat_records, load_reference,
                                pair_key, run_episodes, save_reference, summarise)
 
@@ -54,7 +54,7 @@ def main(argv=None):
     if a.check is not None:
         return _check(a)
     tasks = [(ref.backend, red, pol, s, min(CHUNK, ref.episodes[pol] - s))
-             for red in REFERENCE_REDS for pol in ref.policies
+             for red in ref.reds for pol in ref.policies
              for s in range(0, ref.episodes[pol], CHUNK)]
     parts = {}
     t0 = time.time()
@@ -63,7 +63,7 @@ def main(argv=None):
             parts[(red, pol, start)] = rec
             print(f"{red}/{pol} {start}+{rec.n}  ({time.time() - t0:.0f} s)", flush=True)
     summaries, full = {}, {}
-    for red in REFERENCE_REDS:
+    for red in ref.reds:
         for pol in ref.policies:
             rec = concat_records([parts[(red, pol, s)]
                                   for s in range(0, ref.episodes[pol], CHUNK)])
@@ -72,7 +72,7 @@ def main(argv=None):
                 full[pair_key(red, pol)] = (rec.rewards, rec.obs)
     from importlib.metadata import version
     meta = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED, "episodes": ref.episodes,
-            "reds": list(REFERENCE_REDS), "csle_cyborg": version("csle-cyborg"),
+            "reds": list(ref.reds), "csle_cyborg": version("csle-cyborg"),
             "backend": ref.backend, "seconds": round(time.time() - t0),
             "command": "python scripts/record_parity.py --reference " + a.reference}
     save_reference(a.out, summaries, full, meta)
@@ -85,7 +85,7 @@ def _check(a):
     meta, summaries, _ = load_reference(a.out)
     rng = np.random.default_rng()
     tasks = []
-    for red in REFERENCE_REDS:
+    for red in ref.reds:
         for pol in ref.policies:
             n = ref.episodes[pol]
             for i in rng.choice(n, max(1, int(round(a.check * n))), replace=False):

@@ -64,8 +64,17 @@ def test_extension_exports_equal_python_constants():
     assert core.IN_DIM == netspec.IN_DIM and core.MEM_DIM == features.MEM_DIM
     assert core.in_dim(True) == netspec.IN_DIM + features.MEM_DIM
     # the compiled simulator's red kinds, in the order the Python side names them
-    assert list(core.RED_KINDS) == list(base.TRAIN_RED_AGENTS)
-    assert [core.RED_KINDS[r] for r in base.TRAIN_RED_AGENTS] == list(range(4))
+    assert set(core.RED_KINDS) == set(base.TRAIN_RED_AGENTS)
+    assert [core.RED_KINDS[r] for r in base.CAGE2_REDS + (base.MIXED,)] == list(range(4))
+    # a variant: its base red's code and its schedule in bits 5-7 (csrc/wfrl_cage2.h RV_*)
+    from wfrl.envs import reds
+    modes = {"Delayed": 1, "Bursty": 2, "Noisy": 3}
+    for name in reds.FAMILY:
+        mode = next(m for m in modes if name.startswith(m))
+        red = name[len(mode):]
+        base_code = core.RED_KINDS["B_lineAgent" if red == "B_lineAgent" else "RedMeanderAgent"]
+        assert core.RED_KINDS[name] == base_code | modes[mode] << 5, name
+    assert {p: core.RED_KINDS[p] for p in reds.POOLS} == reds.POOL_CODES
 
 
 def test_action_layout_covers_the_145_actions():

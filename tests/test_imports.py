@@ -133,7 +133,7 @@ def _in(module: str, *packages: str) -> bool:
 LAYERS = [
     # facts with no wfrl dependency above them: errors, seeds, the version, the env contract
     ("wfrl._version", "wfrl.errors", "wfrl.rng", "wfrl.stats", "wfrl.envs.actions",
-     "wfrl.envs.base", "wfrl.runlog"),
+     "wfrl.envs.base", "wfrl.envs.reds", "wfrl.runlog"),
     # what a workflow is, and the defender's features computed from what it sees
     ("wfrl.workflow", "wfrl.features"),
     # the backends and their wrappers

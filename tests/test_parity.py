@@ -60,10 +60,10 @@ def test_reference_was_made_by_this_protocol(name):
     ref = REFERENCES[name]
     meta, summaries, full = _reference(name)
     assert meta["version"] == REFERENCE_VERSION and meta["seed"] == REFERENCE_SEED
-    assert meta["episodes"] == ref.episodes and tuple(meta["reds"]) == REDS
+    assert meta["episodes"] == ref.episodes and tuple(meta["reds"]) == ref.reds
     assert meta.get("backend", "cyborg") == ref.backend
-    assert set(summaries) == {pair_key(r, p) for r in REDS for p in ref.policies}
-    for red in REDS:
+    assert set(summaries) == {pair_key(r, p) for r in ref.reds for p in ref.policies}
+    for red in ref.reds:
         for pol in ref.policies:
             s = summaries[pair_key(red, pol)]
             assert s.n == ref.episodes[pol]
@@ -90,7 +90,7 @@ def test_recorded_episodes_replay_exactly(name):
     ref = REFERENCES[name]
     meta, summaries, _ = _reference(name)
     rng = np.random.default_rng()
-    for red in REDS:
+    for red in ref.reds:
         backend = make_backend(ref.backend, red)
         for pol in ref.policies:
             rec = summaries[pair_key(red, pol)]
@@ -112,7 +112,7 @@ def records():
     pairs, sim_full = {}, {}
     for name, ref in REFERENCES.items():
         _, cy, _ = _reference(name)
-        for r in REDS:
+        for r in ref.reds:
             for p in ref.policies:
                 sim = run_sim_episodes(r, p, N_SIM, SEED_SIM, ref.leaderboard)
                 if name == "installed" and (r, p) == FULL_TRAJECTORY_PAIR:
@@ -122,7 +122,8 @@ def records():
     return pairs, full, sim_full
 
 
-PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in REDS for p in ref.policies]
+PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in ref.reds
+         for p in ref.policies]
 
 
 # The equivalence margin of wfrl.tools.parity (max(5, 3 % of |mean|, 0.15 sd)) is wide where the returns

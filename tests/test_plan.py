@@ -111,8 +111,8 @@ def test_mixture_sorts_out_the_red(shipped):
 
 
 def _red_kind_offset():
-    """Where red_kind lies in the raw state: the byte that differs between the reset states of
-    B_line and Meander."""
+    """Where red_kind lies in the raw state: the first byte that differs between the reset
+    states of B_line and Meander (the other: red_code, the kind reset was given, two bytes on)."""
     a, b = Cage2Sim(1, "B_lineAgent"), Cage2Sim(1, "RedMeanderAgent")
     a.reset(0, 0)
     b.reset(0, 0)
@@ -120,7 +120,7 @@ def _red_kind_offset():
     sa = np.frombuffer(cage2_state(a, 0), np.uint8)[:CAGE2_STATE_RNG_OFFSET]
     sb = np.frombuffer(cage2_state(b, 0), np.uint8)[:CAGE2_STATE_RNG_OFFSET]
     diff = np.flatnonzero(sa != sb)
-    assert len(diff) == 1
+    assert len(diff) == 2 and diff[1] == diff[0] + 2, diff
     return int(diff[0])
 
 

@@ -73,6 +73,7 @@ def _evaluate_cage2(a, given) -> int:
     save = (lambda res: write_json(Path(cfg.out), res)) if cfg.out else None
     try:
         res = cage2_evaluate(cks, backend=cfg.backend, episodes=cfg.episodes, seed=cfg.seed,
+                             reds=cfg.red_tuple(),
                              n_workers=cfg.n_workers, greedy=not cfg.sampling,
                              workflow=cfg.workflow, agent=cfg.agent,
                              action_timeout=cfg.action_timeout,
@@ -90,7 +91,11 @@ def _evaluate_cage2(a, given) -> int:
         raise
     if save:
         save(res)
-    print(json.dumps(res) if a.json else format_table(res))
+    if not a.json and cfg.reds is not None:
+        from wfrl.evaluation.cage2 import format_robustness
+        print(format_table(res) + "\n" + format_robustness(res))
+    else:
+        print(json.dumps(res) if a.json else format_table(res))
     return 0
 
 

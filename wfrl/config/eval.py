@@ -16,8 +16,32 @@ PLAN_REDS = ("mixture", "known")
 
 
 def _plan_red(name, value):
-    from wfrl.envs.base import RED_AGENTS
-    check_choice("plan red", value, PLAN_REDS + RED_AGENTS)
+    from wfrl.envs.base import CAGE2_REDS   # the planner's belief knows CAGE2's reds
+    check_choice("plan red", value, PLAN_REDS + CAGE2_REDS)
+
+
+FAMILY_VIEW = "family"   # --reds family: CAGE2's two attackers and their variants
+
+
+def parse_reds(value: str | None) -> tuple:
+    """--reds as a tuple of red agents (None: CAGE2's three)."""
+    from wfrl.envs.base import CAGE2_REDS, RED_AGENTS
+    from wfrl.envs.reds import FAMILY
+    if value is None:
+        return CAGE2_REDS
+    if value == FAMILY_VIEW:
+        return ("B_lineAgent", "RedMeanderAgent") + FAMILY
+    reds = tuple(r.strip() for r in str(value).split(","))
+    if len(set(reds)) != len(reds):
+        raise UserError(f"--reds names a red twice: {value!r}")
+    for r in reds:
+        check_choice("red agent", r, RED_AGENTS)
+    return reds
+
+
+def _reds(name, value):
+    if value is not None:
+        parse_reds(value)
 
 
 def _plan_limit(key: str, low: int):
@@ -128,6 +152,14 @@ class Cage2EvalConfig(PlanSettings):
     """Also split each setting's mean return by host and cause (privileged red sessions,
     Restores, Op_Server0's impact), on the same episodes (the simulator then plays step by step:
     slower)."""
+    reds: str | None = setting(None, check=_reds, metavar="RED[,RED]|family")
+    """The red agents played, comma separated, or `family`: B_line, Meander and their six
+    variants (wfrl.envs.reds), with each variant's drop from its base red (default: CAGE2's
+    B_line, Meander and Sleep)."""
+
+    def red_tuple(self) -> tuple:
+        """The reds the protocol plays."""
+        return parse_reds(self.reds)
 
     def _check_together(self) -> None:
         has_ck = self.checkpoint or self.checkpoint_b_line or self.checkpoint_meander

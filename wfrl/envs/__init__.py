@@ -22,10 +22,10 @@ def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int
     if backend_engine(backend) == "sim":
         from wfrl.envs.sim import SimBackend
         return SimBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)
-    from wfrl.envs.base import MIXED
+    from wfrl.envs.base import POOLED
     from wfrl.envs.cyborg import CybORGBackend, MixedCybORGBackend
-    if red_agent == MIXED:
-        return MixedCybORGBackend(seed=seed, leaderboard=leaderboard)
+    if red_agent in POOLED:
+        return MixedCybORGBackend(seed=seed, leaderboard=leaderboard, red_agent=red_agent)
     return CybORGBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)
 
 

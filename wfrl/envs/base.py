@@ -19,15 +19,18 @@ from typing import Protocol
 
 import numpy as np
 
+from wfrl.envs.reds import FAMILY, POOLS
 from wfrl.errors import check_choice
 
 OBS_DIM = 52
 EP_LEN = 100
 
-RED_AGENTS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
+CAGE2_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")   # in this order: the C codes 0-2
+RED_AGENTS = CAGE2_REDS + FAMILY   # and the variants (wfrl.envs.reds)
 MIXED = "mixed"  # each episode's attacker drawn from MIXED_REDS by its env seed
 MIXED_REDS = ("B_lineAgent", "RedMeanderAgent")
-TRAIN_RED_AGENTS = RED_AGENTS + (MIXED,)
+TRAIN_RED_AGENTS = RED_AGENTS + (MIXED,) + tuple(POOLS)   # an episode's red drawn by its seed
+POOLED = (MIXED,) + tuple(POOLS)
 LEADERBOARD = ":leaderboard"
 # sim: the compiled simulator; cyborg: the installed CybORG (csle-cyborg 0.0.3, the challenge
 # repository's final code). NAME:leaderboard: the same played by the code the CAGE2 final
@@ -68,6 +71,17 @@ def mixed_red_kind(env_seed: int) -> str:
     from wfrl.rng import MASK, splitmix64
     _, out = splitmix64((int(env_seed) ^ 0x6D69786564726564) & MASK)
     return MIXED_REDS[out >> 63]
+
+
+def episode_red(red_agent: str, env_seed: int) -> str:
+    """The red agent an episode with this env seed is played against: red_agent itself, or for
+    mixed and the pools (wfrl.envs.reds.POOLS) the member the seed draws."""
+    if red_agent == MIXED:
+        return mixed_red_kind(env_seed)
+    if red_agent in POOLS:
+        from wfrl.envs.reds import pool_member
+        return pool_member(red_agent, env_seed)
+    return red_agent
 
 
 def check_backend(name: str) -> str:

@@ -48,8 +48,9 @@ def load_cyborg():
         from gym_csle_cyborg.constants.constants import CYBORG
     except ImportError as exc:
         raise BackendUnavailable(f"{_INSTALL_HINT} ({exc.name or exc} not importable)") from None
+    from wfrl.envs.reds import family_classes
     agents = {"B_lineAgent": B_lineAgent, "RedMeanderAgent": RedMeanderAgent,
-              "SleepAgent": SleepAgent}
+              "SleepAgent": SleepAgent, **family_classes()}
     return Main, ChallengeWrapper, CYBORG.CYBORG_SCENARIO_2_DICT, agents
 
 
@@ -205,23 +206,26 @@ class CybORGBackend:
 
 
 class MixedCybORGBackend:
-    """The mixed red on CybORG: one CybORG per attacker of wfrl.envs.base.MIXED_REDS; every
-    episode is played against the one its seed names (mixed_red_kind), as the simulator does."""
+    """The mixed red, or a pool of wfrl.envs.reds.POOLS, on CybORG: one CybORG per member; every
+    episode is played against the one its seed names (wfrl.envs.base.episode_red), as the
+    simulator does."""
 
-    red_agent = "mixed"
-
-    def __init__(self, seed: int | None = None, leaderboard: bool = False):
-        from wfrl.envs.base import MIXED_REDS
+    def __init__(self, seed: int | None = None, leaderboard: bool = False,
+                 red_agent: str = "mixed"):
+        from wfrl.envs.base import MIXED, MIXED_REDS
+        from wfrl.envs.reds import POOLS
+        self.red_agent = red_agent
         self.leaderboard = bool(leaderboard)
-        self._envs = {red: CybORGBackend(red, seed, leaderboard) for red in MIXED_REDS}
-        self._current = self._envs[MIXED_REDS[0]]
+        members = MIXED_REDS if red_agent == MIXED else POOLS[red_agent]
+        self._envs = {red: CybORGBackend(red, seed, leaderboard) for red in members}
+        self._current = self._envs[members[0]]
         self.seed(seed)
 
     def seed(self, seed: int | None) -> None:
-        from wfrl.envs.base import mixed_red_kind
+        from wfrl.envs.base import episode_red
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little")
-        self._current = self._envs[mixed_red_kind(seed)]
+        self._current = self._envs[episode_red(self.red_agent, seed)]
         self._current.seed(seed)
 
     @property

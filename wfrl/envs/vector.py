@@ -23,7 +23,7 @@ from gymnasium.vector.utils import batch_space
 
 import wfrl._core as _core
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
-from wfrl.envs.base import EP_LEN, OBS_DIM, RED_AGENTS, check_red_agent
+from wfrl.envs.base import EP_LEN, OBS_DIM, check_red_agent
 from wfrl.envs.gym_env import check_max_steps
 from wfrl.errors import UserError
 
@@ -186,7 +186,8 @@ class Cage2VectorEnv(VectorEnv):
         """The red agent each env's current episode is played against (the mixed red resolved)."""
         out = np.zeros(self.num_envs, dtype=np.uint8)
         self._core.playing(out)
-        return tuple(RED_AGENTS[k] for k in out)
+        names = {code: name for name, code in _core.RED_KINDS.items()}
+        return tuple(names[int(k)] for k in out)
 
     @property
     def next_seeds(self) -> np.ndarray:

@@ -152,7 +152,8 @@ def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
 def _policy_for(red: str, checkpoints: dict) -> str:
     """Which checkpoint plays against `red`: the per-red one if given, else the general one
     (SleepAgent: the general one, else B_line's)."""
-    own = {"B_lineAgent": "b_line", "RedMeanderAgent": "meander"}.get(red)
+    # a variant of B_line or Meander (wfrl.envs.reds) is played by its base red's policy
+    own = "b_line" if "B_line" in red else "meander" if "Meander" in red else None
     if own and checkpoints.get(own):
         return checkpoints[own]
     if checkpoints.get("all"):
@@ -369,16 +370,17 @@ def format_table(res: dict) -> str:
     settings)."""
     who = f"agent {res['agent']}" if res.get("agent") else f"{res['policy']} policy"
     done = "" if res.get("complete", True) else " (INCOMPLETE: finished settings only)"
+    w = max([16] + [len(r["red_agent"]) for r in res["settings"]])
     lines = [f"CAGE2 evaluation on {res['backend']}, {res['reference_code']}: {res['episodes']} "
              f"episodes per setting, seed {res['seed']}, {who}{done}",
              f"reference: {res['reference']}",
-             f"{'red agent':16s} {'steps':>5s} {'mean':>9s} {'± sd':>7s} {'± se':>6s} "
+             f"{'red agent':{w}s} {'steps':>5s} {'mean':>9s} {'± sd':>7s} {'± se':>6s} "
              f"{'compliance':>10s} {'fixes/ep':>8s} {'winner':>7s} {'best':>7s}"]
     for r in res["settings"]:
         comp = "n/a" if r["compliance"] is None else f"{r['compliance']:.3f}"
         win = "" if r["winner"] is None else f"{r['winner']:7.2f}"
         best = "" if r["best_entry"] is None else f"{r['best_entry']:7.2f}"
-        lines.append(f"{r['red_agent']:16s} {r['steps']:5d} {r['mean']:9.2f} {r['sd']:7.2f} "
+        lines.append(f"{r['red_agent']:{w}s} {r['steps']:5d} {r['mean']:9.2f} {r['sd']:7.2f} "
                      f"{r['se']:6.2f} {comp:>10s} {r['fixes_per_episode']:8.2f} {win:>7s} {best:>7s}")
     ref_total = res.get("leaderboard_winner_total")
     if len(res["settings"]) != len(CAGE2_REDS) * len(CAGE2_LENGTHS):
@@ -392,6 +394,44 @@ def format_table(res: dict) -> str:
         from wfrl.evaluation.attribution import format_costs
         lines += ["", f"where the cost comes from ({max(CAGE2_LENGTHS)}-step episodes; every "
                   "setting's split is in the JSON):", format_costs(costs)]
+    return "\n".join(lines)
+
+
+def base_red(red: str) -> str | None:
+    """The CAGE2 red a variant varies (wfrl.envs.reds), None for CAGE2's own."""
+    if red in CAGE2_REDS:
+        return None
+    return "B_lineAgent" if "B_line" in red else "RedMeanderAgent"
+
+
+def robustness_rows(res: dict) -> list[dict]:
+    """Per variant setting of a result: its mean, se and the drop from its base red's mean at the
+    same length (negative: the defence does worse), with the drop's se (independent episodes)."""
+    by = {(r["red_agent"], r["steps"]): r for r in res["settings"]}
+    out = []
+    for r in res["settings"]:
+        base = base_red(r["red_agent"])
+        b = by.get((base, r["steps"])) if base else None
+        if b is None:
+            continue
+        out.append({"red_agent": r["red_agent"], "base": base, "steps": r["steps"],
+                    "mean": r["mean"], "se": r["se"], "base_mean": b["mean"],
+                    "drop": round(r["mean"] - b["mean"], 4),
+                    "drop_se": round(float(np.hypot(r["se"], b["se"])), 4)})
+    return out
+
+
+def format_robustness(res: dict) -> str:
+    """The variants' rows of a result beside their base red's: the robustness table."""
+    rows = robustness_rows(res)
+    if not rows:
+        return ""
+    lines = ["", "against the variants (drop: the variant's mean minus its base red's, same "
+             "length):", f"{'red agent':22s} {'steps':>5s} {'mean':>9s} {'± se':>6s} "
+             f"{'base':>9s} {'drop':>8s} {'± se':>6s}"]
+    for r in rows:
+        lines.append(f"{r['red_agent']:22s} {r['steps']:5d} {r['mean']:9.2f} {r['se']:6.2f} "
+                     f"{r['base_mean']:9.2f} {r['drop']:8.2f} {r['drop_se']:6.2f}")
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
 from wfrl.envs.base import EP_LEN, OBS_DIM
+from wfrl.envs.reds import FAMILY
 from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
 from wfrl.errors import UserError
 from wfrl.envs.actions import REMOVE_FIRST, RESTORE_FIRST, SLEEP
@@ -229,6 +230,7 @@ class Reference:
     name: str
     backend: str
     episodes: dict
+    reds: tuple = REFERENCE_REDS
 
     @property
     def policies(self) -> tuple:
@@ -251,6 +253,9 @@ REFERENCES = {
     "installed": Reference("cyborg_parity", "cyborg", REFERENCE_EPISODES),
     "leaderboard": Reference("cyborg_parity_leaderboard", "cyborg:leaderboard",
                              {"react-restore": 400, "decoy-restore": 800}),
+    # the variants of B_line and Meander (wfrl.envs.reds) on the installed code
+    "family": Reference("cyborg_parity_family", "cyborg", {"sleep": 800, "react-restore": 400},
+                        FAMILY),
 }
 
 

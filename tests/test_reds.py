@@ -1,0 +1,156 @@
+"""The red agents beyond CAGE2's (wfrl.envs.reds): each variant's schedule on the compiled
+simulator and on CybORG (the twins), the pools' per-episode draws on both, and bad names. Their
+statistical parity with CybORG under the built-in blue policies is tests/test_parity.py's
+"family" reference."""
+import numpy as np
+import pytest
+
+from wfrl.envs import make_backend
+from wfrl.envs.reds import DELAY, FAMILY, PAUSE, POOLS, pool_member
+
+
+def _red_actions(backend, episodes: int, seed: int = 0) -> list[list[tuple[str, str]]]:
+    """Red's (action, target) per step of each episode against a sleeping blue."""
+    out = []
+    for ep in range(episodes):
+        backend.seed(seed + ep)
+        backend.reset()
+        acts = []
+        for _ in range(100):
+            backend.step(0)
+            name, target, _ok = backend.last_red_action()
+            acts.append((name, target))
+        out.append(acts)
+    return out
+
+
+def _runs(flags):
+    """Lengths of the runs of equal values in a list of booleans, as (value, length)."""
+    runs, prev, n = [], None, 0
+    for f in flags:
+        if f == prev:
+            n += 1
+        else:
+            if prev is not None:
+                runs.append((prev, n))
+            prev, n = f, 1
+    runs.append((prev, n))
+    return runs
+
+
+def check_delayed(episodes):
+    starts = []
+    for acts in episodes:
+        sleeping = [a == "Sleep" for a, _ in acts]
+        first = sleeping.index(False)
+        assert DELAY[0] <= first <= DELAY[1], first
+        assert not any(sleeping[first:first + 10])   # then B_line / Meander act every step
+        starts.append(first)
+    return starts
+
+
+def check_bursty(episodes):
+    for acts in episodes:
+        runs = _runs([a == "Sleep" for a, _ in acts])
+        for k, (sleep, n) in enumerate(runs[:-1]):
+            if sleep:
+                assert PAUSE[0] <= n <= PAUSE[1], runs
+            else:
+                assert n == 3, runs
+
+
+def scans_per_exploit(episodes):
+    """DiscoverNetworkServices actions per ExploitRemoteService action, over all episodes."""
+    flat = [a for acts in episodes for a, _ in acts]
+    return flat.count("DiscoverNetworkServices") / max(flat.count("ExploitRemoteService"), 1)
+
+
+def scan_pairs(episodes, base: str):
+    """Exploits preceded by the extra scan: for B_line, which scans a host once right before
+    exploiting it, two scans of the target in a row; for Meander, which scans every host first
+    and exploits later, one scan of the target right before."""
+    n = 0
+    for acts in episodes:
+        for a, b, c in zip(acts, acts[1:], acts[2:]):
+            if c[0] != "ExploitRemoteService" or b != ("DiscoverNetworkServices", c[1]):
+                continue
+            n += a == b if base == "B_line" else 1
+    return n
+
+
+@pytest.mark.parametrize("base", ["B_line", "Meander"])
+def test_variant_schedules_on_the_simulator(base):
+    delayed = _red_actions(make_backend("sim", f"Delayed{base}Agent", seed=1), 300)
+    starts = check_delayed(delayed)
+    assert min(starts) <= DELAY[0] + 1 and max(starts) >= DELAY[1] - 1   # the whole range
+    check_bursty(_red_actions(make_backend("sim", f"Bursty{base}Agent", seed=1), 100))
+    plain = "B_lineAgent" if base == "B_line" else "RedMeanderAgent"
+    noisy = _red_actions(make_backend("sim", f"Noisy{base}Agent", seed=1), 200)
+    own = _red_actions(make_backend("sim", plain, seed=1), 200)
+    # about half the exploits get one more scan first
+    assert scans_per_exploit(noisy) > scans_per_exploit(own) + 0.3
+    assert scan_pairs(noisy, base) > 50 + 3 * scan_pairs(own, base)
+
+
+@pytest.mark.cyborg
+@pytest.mark.slow
+@pytest.mark.parametrize("base", ["B_line", "Meander"])
+def test_variant_schedules_on_cyborg(base):
+    """The CybORG classes keep the same schedules (their statistics: tests/test_parity.py)."""
+    check_delayed(_red_actions(make_backend("cyborg", f"Delayed{base}Agent", seed=1), 6))
+    check_bursty(_red_actions(make_backend("cyborg", f"Bursty{base}Agent", seed=1), 4))
+    plain = "B_lineAgent" if base == "B_line" else "RedMeanderAgent"
+    noisy = _red_actions(make_backend("cyborg", f"Noisy{base}Agent", seed=1), 10)
+    own = _red_actions(make_backend("cyborg", plain, seed=1), 10)
+    assert scans_per_exploit(noisy) > scans_per_exploit(own) + 0.2
+    assert scan_pairs(noisy, base) > 3 + 3 * scan_pairs(own, base)
+
+
+def test_a_variant_resumes_its_base_agent_where_it_stopped():
+    """Sleeps do not reach the base agent: against a sleeping blue, a bursty B_line's own actions
+    are B_line's whole kill chain in order (its Impact comes once its 15 stages are done)."""
+    for acts in _red_actions(make_backend("sim", "BurstyB_lineAgent", seed=3), 30):
+        own = [a for a in acts if a[0] != "Sleep"]
+        kinds = [a for a, _ in own]
+        assert kinds[:2] == ["DiscoverRemoteSystems", "DiscoverNetworkServices"]
+        assert "Impact" in kinds and kinds.index("Impact") >= 14
+
+
+def test_pools_draw_the_same_member_on_both_sides():
+    """The C draw (the vector env's playing()) and its Python twin (pool_member) agree, and every
+    member of each pool is drawn."""
+    from wfrl.envs.vector import Cage2VectorEnv
+    for pool, members in POOLS.items():
+        env = Cage2VectorEnv(64, red_agent=pool, seed=100)
+        env.reset(seed=100)
+        playing = env.playing()
+        assert list(playing) == [pool_member(pool, 100 + i) for i in range(64)]
+        assert set(playing) == set(members)
+
+
+def test_family_names_and_bad_names():
+    from wfrl.errors import UserError
+    for red in FAMILY + tuple(POOLS):
+        make_backend("sim", red, seed=0).close()
+    with pytest.raises(UserError, match="red agent"):
+        make_backend("sim", "DelayedSleepAgent")
+    from _search_helpers import run_cli
+    res = run_cli("eval", "--cage2", "--checkpoint", "pretrained:critical_first",
+                  "--reds", "B_lineAgent,NopeAgent")
+    assert res.returncode != 0 and "NopeAgent" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    res = run_cli("train", "--red-agent", "family-nope", "--out", "/nonexistent/x")
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_robustness_rows_and_drop():
+    from wfrl.evaluation.cage2 import cage2_evaluate, format_robustness, robustness_rows
+    res = cage2_evaluate({"all": "pretrained:critical_first"}, episodes=40,
+                         reds=("B_lineAgent", "NoisyB_lineAgent"), lengths=(30,))
+    rows = robustness_rows(res)
+    assert [(r["red_agent"], r["base"], r["steps"]) for r in rows] == \
+        [("NoisyB_lineAgent", "B_lineAgent", 30)]
+    by = {s["red_agent"]: s["mean"] for s in res["settings"]}
+    assert rows[0]["drop"] == pytest.approx(by["NoisyB_lineAgent"] - by["B_lineAgent"], abs=1e-3)
+    assert "NoisyB_lineAgent" in format_robustness(res)
+    assert np.isfinite(rows[0]["drop_se"]) and rows[0]["drop_se"] > 0

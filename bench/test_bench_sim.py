@@ -123,3 +123,37 @@ def test_speed_targets(benchmark):
     print(f"\nCybORG {med['cyborg'] * 1e6:.0f} us/step; sim single env {med['single'] * 1e9:.0f} "
           f"ns/step ({speedup:,.0f}x); sim batched {batched_rate:,.0f} env-steps/s")
     assert speedup >= 2000
+
+
+def test_red_family_step_rate(benchmark):
+    """The simulator's steps per second with each red of the family (wfrl.envs.reds) and the
+    pools against B_line, side by side: rounds interleaved, CPU time, the C loop of one env with
+    a uniform-random blue. Asserted: every variant at ≥ 0.8× its base red's rate (a variant adds
+    a branch and, noisy, one scan in two exploits). Against B_line the Meander variants run at
+    Meander's own rate, ≈ 0.6× B_line's (Meander's choices scan the host table each step).
+        .venv/bin/python -m pytest bench/test_bench_sim.py -k family -s
+    """
+    from wfrl.envs.reds import FAMILY, POOLS
+    reds = ("B_lineAgent", "RedMeanderAgent") + FAMILY + tuple(POOLS)
+    sims = {r: Cage2Sim(1, r) for r in reds}
+    per_step = {r: [] for r in reds}
+    steps = SINGLE_STEPS // 2
+
+    def one_round():
+        for r, sim in sims.items():
+            t = time.process_time()
+            sim.random_rollout(0, steps, 11)
+            per_step[r].append((time.process_time() - t) / steps)
+
+    benchmark.group = "cage2-reds"
+    benchmark.pedantic(one_round, rounds=6, iterations=1, warmup_rounds=1)
+    med = {r: float(np.median(v[1:])) for r, v in per_step.items()}
+    ratio = {r: med["B_lineAgent"] / med[r] for r in reds}
+    own = {r: med["B_lineAgent" if "B_line" in r else "RedMeanderAgent"] / med[r] for r in FAMILY}
+    benchmark.extra_info.update({f"{r}_ns_per_step": med[r] * 1e9 for r in reds})
+    benchmark.extra_info.update({f"{r}_rate_vs_b_line": ratio[r] for r in reds})
+    benchmark.extra_info.update({f"{r}_rate_vs_base": own[r] for r in FAMILY})
+    print("\n" + "\n".join(
+        f"{r:22s} {med[r] * 1e9:7.1f} ns/step  {ratio[r]:5.2f}× B_line's rate"
+        + (f"  {own[r]:5.2f}× its base red's" if r in own else "") for r in reds))
+    assert all(v >= 0.8 for v in own.values()), own

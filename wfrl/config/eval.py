@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from wfrl.config.fields import (BACKEND_METAVAR, Settings, known_backend, known_red_agent,
+from wfrl.config.fields import (BACKEND_METAVAR, RED_METAVAR, Settings, known_backend, known_red_agent,
                                 known_workflow, flag_name, positive, seed_range, setting)
 from wfrl.errors import UserError, check_choice
 
@@ -95,7 +95,7 @@ class EvalConfig(PlanSettings):
     backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend to evaluate on."""
     red_agent: str = setting("B_lineAgent", check=known_red_agent,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+                             metavar=RED_METAVAR)
     """Red attacker."""
     episodes: int = setting(100, check=positive)
     """Episodes per policy mode (greedy and sampling)."""

@@ -93,7 +93,7 @@ def known_backend(name, value):
 
 
 BACKEND_METAVAR = "sim|cyborg[:leaderboard]"
-RED_METAVAR = "B_lineAgent|RedMeanderAgent|SleepAgent|mixed"
+RED_METAVAR = "B_lineAgent|RedMeanderAgent|SleepAgent|mixed|VARIANT|POOL"   # docs/robustness.md
 COLLECTOR_METAVAR = "sequential|sync|async|ray|auto"
 AUTO_COLLECTOR = "auto"   # the collector name that stands for best_collector() (wfrl.config.run)
 

@@ -376,7 +376,7 @@ class SearchConfig(_RunSettings):
 class ExhaustiveConfig(Settings):
     """Every workflow trained and evaluated under one protocol (`wfrl exhaustive`)."""
     red_agent: str | None = setting(None, check=known_red_agent,
-                                    metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+                                    metavar=RED_METAVAR)
     """Red attacker of training (default: mixed with --protocol recipe, else B_lineAgent)."""
     protocol: str = setting("finetune", check=one_of(*PROTOCOLS), metavar="|".join(PROTOCOLS))
     """finetune: each workflow trains from a pretrained base; conditioned: one order-conditioned

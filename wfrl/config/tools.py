@@ -37,7 +37,7 @@ def _at_least_two(name, value):
 class ParityConfig(Settings):
     """The simulator against the real CybORG under a built-in blue policy (`wfrl parity`)."""
     red_agent: str = setting("B_lineAgent", check=_parity_red,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent")
+                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|VARIANT")
     """Red attacker."""
     blue: str = setting("sleep", check=_blue_policy,
                         metavar="sleep|random|react-restore|react-remove|decoy")
@@ -56,7 +56,7 @@ class BenchCollectorsConfig(Settings):
     backend: str = setting("sim", check=known_backend, metavar=BACKEND_METAVAR)
     """Environment backend."""
     red_agent: str = setting("B_lineAgent", check=known_red_agent,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|mixed")
+                             metavar=RED_METAVAR)
     """Red attacker."""
     n_workers: int = setting(2, check=positive)
     """Workers of the parallel collectors."""

@@ -11,7 +11,9 @@ from wfrl.runlog import load_checkpoint, pretrained_names, resolve_checkpoint
 from wfrl.workflow import Workflow
 
 # name -> the backend it was trained on (and is held to here)
-SHIPPED = {"critical_first": "sim", "critical_first_leaderboard": "sim:leaderboard"}
+SHIPPED = {"critical_first": "sim", "critical_first_leaderboard": "sim:leaderboard",
+           # the recipe trained on the family-train pool of reds (docs/robustness.md)
+           "generalising": "sim"}
 # order-conditioned policies that follow any workflow named to them
 ANY_WORKFLOW = {"any_workflow": "sim", "any_workflow_leaderboard": "sim:leaderboard"}
 # the full-information bounds, shipped as the teachers of --teacher (docs/privileged.md)
@@ -109,3 +111,19 @@ def test_shipped_policy_loads_and_defends(name, backend):
         # a sleeping defender scores about -1,130 (B_line) and -970 (Meander) here
         assert ret.mean() > floor, (red, ret.mean())
         assert compliance >= 0.95, (red, compliance)
+
+
+def test_generalising_policy_holds_against_a_held_out_red():
+    """The policy trained on family-train defends against the noisy Meander it never saw better
+    than the specialist trained on B_line and Meander alone (fresh simulator episodes, the
+    installed code; on CybORG, both codes: docs/robustness.md)."""
+    backend, suffix = "sim", ""
+    means = {}
+    for name in ("generalising", "critical_first"):
+        ck = load_checkpoint(f"pretrained:{name}{suffix}")
+        weights, net = weights_from_checkpoint(ck)
+        stats = play(make_backend(backend, "NoisyMeanderAgent"), weights, net,
+                     Workflow.parse("critical_first"), 30.0, False, range(5_000_000, 5_000_300),
+                     4242, greedy=True)
+        means[name] = float(np.mean([s.env_return for s in stats]))
+    assert means["generalising"] > means["critical_first"] + 1.0, means

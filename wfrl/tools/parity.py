@@ -253,9 +253,12 @@ REFERENCES = {
     "installed": Reference("cyborg_parity", "cyborg", REFERENCE_EPISODES),
     "leaderboard": Reference("cyborg_parity_leaderboard", "cyborg:leaderboard",
                              {"react-restore": 400, "decoy-restore": 800}),
-    # the variants of B_line and Meander (wfrl.envs.reds) on the installed code
+    # the variants of B_line and Meander (wfrl.envs.reds) on the installed code, and on the
+    # leaderboard's (the policies that restore hosts, as above)
     "family": Reference("cyborg_parity_family", "cyborg", {"sleep": 800, "react-restore": 400},
                         FAMILY),
+    "family_leaderboard": Reference("cyborg_parity_family_leaderboard", "cyborg:leaderboard",
+                                    {"react-restore": 400, "decoy-restore": 800}, FAMILY),
 }
 
 

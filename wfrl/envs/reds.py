@@ -20,6 +20,7 @@ episode (wfrl.envs.cyborg).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 FAMILY = ("DelayedB_lineAgent", "BurstyB_lineAgent", "NoisyB_lineAgent",
           "DelayedMeanderAgent", "BurstyMeanderAgent", "NoisyMeanderAgent")
@@ -71,11 +72,11 @@ def family_classes() -> dict:
 
         def _start(self) -> None:
             self.t = 0
-            self.seen = None          # the observation of the base agent's last own action
+            self.seen: Any = None     # the observation of the base agent's last own action
             self.fresh = True         # the last step was the base agent's own action
             self.count = self.pause = 0
-            self.delay = None
-            self.queued = None        # (noisy) the exploit that follows the extra scan
+            self.delay: int | None = None
+            self.queued: Any = None   # (noisy) the exploit that follows the extra scan
 
         def _acts(self) -> bool:
             if self.mode == "delayed":

@@ -86,8 +86,12 @@ def test_sigkill_mid_visit_then_resume_matches_uninterrupted_run(tmp_path):
             break
         time.sleep(0.01)
     assert proc.poll() is None, "the run ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)      # the driver and its visits' workers
+    os.kill(proc.pid, signal.SIGKILL)        # the driver; its workers follow (PDEATHSIG)
     proc.wait()
+    deadline = time.time() + 30
+    while _session(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _session(proc.pid), "workers outlived their driver"
     from wfrl.search.state import load_state
     state, _ = load_state(out / "search_state.pt")
     assert state.pending, "killed with no visit in flight"
@@ -97,6 +101,21 @@ def test_sigkill_mid_visit_then_resume_matches_uninterrupted_run(tmp_path):
     assert "resuming" in done.stderr
     assert_same_logs(out, twin)
     _same_checkpoints(out, twin)
+
+
+def _session(sid: int) -> list[int]:
+    """Live processes of session `sid` (the killed driver started it)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
 
 
 def test_a_killed_worker_costs_a_redo_not_the_search(tmp_path, monkeypatch):

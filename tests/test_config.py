@@ -65,7 +65,7 @@ def test_validate_changes_nothing(cls):
     ("total_episodes", 0, "--total-episodes must be positive"),
     ("collector", "threads", "unknown collector 'threads' (choose from sequential, sync, async, ray)"),
     ("red_agent", "Blue", "unknown red agent 'Blue' (choose from B_lineAgent, RedMeanderAgent, "
-                          "SleepAgent, mixed)"),
+                          "SleepAgent, DelayedB_lineAgent, "),
     ("workflow", "user,user,op_host,enterprise,defender",
      "unit type 'user' appears more than once in the workflow"),
     ("total_episodes", 10.5, "--total-episodes must be int (got 10.5)"),

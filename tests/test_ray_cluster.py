@@ -26,6 +26,7 @@ import pytest
 from test_ray import _listeners, _loopback
 
 from wfrl.collect.ray.local import pid_cmdline
+from wfrl.training.steps import TIMING_COLUMNS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -48,12 +49,70 @@ while True:
 """
 
 
-def guide_commands() -> list[str]:
-    """The command lines of the guide's cluster block (comments and blank lines left out)."""
+def guide_commands(name: str = "cluster-guide") -> list[str]:
+    """The command lines of the guide's block between the `name` markers (comments and blank
+    lines left out): cluster-guide, the collector's run; cluster-search, concurrent visits."""
     text = GUIDE.read_text()
-    block = text.split("<!-- cluster-guide:begin -->", 1)[1].split("<!-- cluster-guide:end -->")[0]
+    block = text.split(f"<!-- {name}:begin -->", 1)[1].split(f"<!-- {name}:end -->")[0]
     body = block.split("```bash", 1)[1].split("```", 1)[0]
     return [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def guide_lines(name: str) -> list[str]:
+    """guide_commands(name), checked to be: the token's export, the head's and the other
+    node's `ray start`, the driver's `python -m wfrl`, `ray stop`."""
+    lines = guide_commands(name)
+    assert [ln.split()[:3] for ln in lines] == [
+        ["export", "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=<TOKEN>"],
+        ["ray", "start", "--head"], ["ray", "start", "--address"],
+        ["python", "-m", "wfrl"], ["ray", "stop", "--force"]], lines
+    return lines
+
+
+def guide_env(export: str, values: dict, tmp_path, short: str) -> dict:
+    """The environment the guide's lines run in: this one without RAY_ settings, plus the
+    guide's export, a fresh $HOME (nothing of Ray's under the real one) and TMPDIR `short`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    for assignment in shlex.split(fill(export, values))[1:]:
+        key, _, value = assignment.partition("=")
+        env[key] = value
+    env["HOME"] = str(tmp_path / "home")
+    os.makedirs(env["HOME"])
+    env["TMPDIR"] = short
+    return env
+
+
+def wheel_runner(py: str, values: dict):
+    """The guide's line, filled, run with the wheel venv: its python, and Ray's CLI through it."""
+    def wheel(line):
+        line = fill(line, values)
+        if line.startswith("ray "):
+            return f"{shlex.quote(py)} -m ray.scripts.scripts {line[4:]}"
+        assert line.startswith("python ")
+        return f"{shlex.quote(py)} {line[7:]}"
+    return wheel
+
+
+def kill_all(pids) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def stop_and_check_nothing_left(ns, stop_line: str, env: dict, cwd, shm_before: set) -> None:
+    """`ray stop` in the namespaces; then no process (hence no socket) of the cluster and no new
+    /dev/shm segment (other runs' wfrl- and sem. entries aside)."""
+    ns.run(stop_line, env, cwd=str(cwd))
+    deadline = time.monotonic() + 20
+    while ns.members() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [(p, pid_cmdline(p)[:80]) for p in ns.members()]
+    assert left == [], left
+    new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
+               if not n.startswith(("wfrl-", "sem."))}
+    assert not new_shm, new_shm
 
 
 def fill(line: str, values: dict) -> str:
@@ -150,12 +209,7 @@ def _actors(temp_dir: str) -> list[int]:
 
 @pytest.mark.system_wide   # compares /dev/shm before and after
 def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_path):
-    lines = guide_commands()
-    assert [ln.split()[:3] for ln in lines] == [
-        ["export", "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=<TOKEN>"],
-        ["ray", "start", "--head"], ["ray", "start", "--address"],
-        ["python", "-m", "wfrl"], ["ray", "stop", "--force"]], lines
-    export, head, node, train, stop = lines
+    export, head, node, train, stop = guide_lines("cluster-guide")
 
     py = str(wheel_venv.python)
     episodes, per_update = 2000, 100
@@ -165,21 +219,8 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
               "HEAD_TEMP_DIR": os.path.join(short, "h"), "NODE_TEMP_DIR": os.path.join(short, "n"),
               "WORKERS": "2", "EPISODES": str(episodes), "PER_UPDATE": str(per_update),
               "RUN_DIR": str(tmp_path / "run")}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    for assignment in shlex.split(fill(export, values))[1:]:
-        key, _, value = assignment.partition("=")
-        env[key] = value
-    env["HOME"] = str(tmp_path / "home")          # nothing of Ray's under the real $HOME
-    os.makedirs(env["HOME"])
-    env["TMPDIR"] = short
-
-    def wheel(line):
-        """The guide's line run with the wheel venv: its python, and Ray's CLI through it."""
-        line = fill(line, values)
-        if line.startswith("ray "):
-            return f"{shlex.quote(py)} -m ray.scripts.scripts {line[4:]}"
-        assert line.startswith("python ")
-        return f"{shlex.quote(py)} {line[7:]}"
+    env = guide_env(export, values, tmp_path, short)
+    wheel = wheel_runner(py, values)
 
     shm_before = set(os.listdir("/dev/shm"))
     ns = Namespaces()
@@ -220,11 +261,7 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
 
         # the second node goes: its raylet and every process under it, SIGKILLed by pid
         victims = _node_processes(values["NODE_TEMP_DIR"])
-        for p in victims:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(victims)
         killed_at = time.monotonic() - started
         out, rest = run.communicate(timeout=240)
         took = time.monotonic() - started
@@ -241,30 +278,12 @@ def test_two_node_cluster_from_the_wheel_survives_losing_a_node(wheel_venv, tmp_
         assert counts == sorted(set(counts)) and counts[-1] == episodes, counts
         assert not any(_state(p) not in ("Z", "") for p in victims)
         print(f"\ncluster run: {took:.1f} s, second node killed at {killed_at:.1f} s")
-
-        ns.run(wheel(stop), env, cwd=str(tmp_path))
-        deadline = time.monotonic() + 20
-        while ns.members() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = [(p, pid_cmdline(p)[:80]) for p in ns.members()]
-        assert left == [], left                  # no process, hence no socket, of the cluster
-        new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
-                   if not n.startswith(("wfrl-", "sem."))}   # other runs' segments
-        assert not new_shm, new_shm
+        stop_and_check_nothing_left(ns, wheel(stop), env, tmp_path, shm_before)
     finally:
         if run is not None and run.poll() is None:
             run.kill()
         ns.close()
         subprocess.run(["rm", "-rf", short])
-
-
-def search_guide_commands() -> list[str]:
-    """The command lines of the guide's block for concurrent visits on a cluster."""
-    text = GUIDE.read_text()
-    block = text.split("<!-- cluster-search:begin -->", 1)[1].split(
-        "<!-- cluster-search:end -->")[0]
-    body = block.split("```bash", 1)[1].split("```", 1)[0]
-    return [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 def _visit_tasks(temp_dir: str) -> list[int]:
@@ -278,12 +297,7 @@ def test_concurrent_visits_on_two_nodes_survive_losing_one(wheel_venv, tmp_path)
     the two visits in flight run one on each node; the second node is SIGKILLed mid-visit; the
     search ends with the records of the same search run by local worker processes; `ray stop`
     leaves no process, no /dev/shm segment and no temp dir of the driver's."""
-    lines = search_guide_commands()
-    assert [ln.split()[:3] for ln in lines] == [
-        ["export", "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=<TOKEN>"],
-        ["ray", "start", "--head"], ["ray", "start", "--address"],
-        ["python", "-m", "wfrl"], ["ray", "stop", "--force"]], lines
-    export, head, node, train, stop = lines
+    export, head, node, train, stop = guide_lines("cluster-search")
     assert "--concurrent-visits <K>" in train and "--ray-address" in train
 
     py = str(wheel_venv.python)
@@ -292,20 +306,8 @@ def test_concurrent_visits_on_two_nodes_survive_losing_one(wheel_venv, tmp_path)
               "PORT": str(20000 + (os.getpid() + 7) % 20000), "CPUS": "1",
               "HEAD_TEMP_DIR": os.path.join(short, "h"), "NODE_TEMP_DIR": os.path.join(short, "n"),
               "K": "2", "EPISODES": "6000", "SEED": "4", "RUN_DIR": str(tmp_path / "run")}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    for assignment in shlex.split(fill(export, values))[1:]:
-        key, _, value = assignment.partition("=")
-        env[key] = value
-    env["HOME"] = str(tmp_path / "home")
-    os.makedirs(env["HOME"])
-    env["TMPDIR"] = short
-
-    def wheel(line):
-        line = fill(line, values)
-        if line.startswith("ray "):
-            return f"{shlex.quote(py)} -m ray.scripts.scripts {line[4:]}"
-        assert line.startswith("python ")
-        return f"{shlex.quote(py)} {line[7:]}"
+    env = guide_env(export, values, tmp_path, short)
+    wheel = wheel_runner(py, values)
 
     # the reference: the same search with the visits in local worker processes
     argv = shlex.split(fill(train, {**values, "RUN_DIR": str(tmp_path / "ref")}))
@@ -337,11 +339,7 @@ def test_concurrent_visits_on_two_nodes_survive_losing_one(wheel_venv, tmp_path)
             time.sleep(0.05)
         assert run.poll() is None, run.communicate()[1][-3000:]
         assert on_head and on_node, "the two visits in flight did not run one on each node"
-        for p in _node_processes(values["NODE_TEMP_DIR"]):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(_node_processes(values["NODE_TEMP_DIR"]))
         killed_at = time.monotonic() - started
         out, err = run.communicate(timeout=600)
         took = time.monotonic() - started
@@ -354,22 +352,13 @@ def test_concurrent_visits_on_two_nodes_survive_losing_one(wheel_venv, tmp_path)
         with open(tmp_path / "ref" / "gp_sampling_log.csv", newline="") as f:
             want = list(csv.DictReader(f))
         assert got == want and len(got) >= 3
-        timing = ("Collection_Time", "Update_Time", "Episodes_Per_Second")
         logs = []
         for d in ("run", "ref"):
             with open(tmp_path / d / "training_log.csv", newline="") as f:
-                logs.append([{k: v for k, v in r.items() if k not in timing}
+                logs.append([{k: v for k, v in r.items() if k not in TIMING_COLUMNS}
                              for r in csv.DictReader(f)])
         assert logs[0] == logs[1]
-
-        ns.run(wheel(stop), env, cwd=str(tmp_path))
-        deadline = time.monotonic() + 20
-        while ns.members() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert [(p, pid_cmdline(p)[:80]) for p in ns.members()] == []
-        new_shm = {n for n in set(os.listdir("/dev/shm")) - shm_before
-                   if not n.startswith(("wfrl-", "sem."))}
-        assert not new_shm, new_shm
+        stop_and_check_nothing_left(ns, wheel(stop), env, tmp_path, shm_before)
         assert sorted(os.listdir(short)) == ["h", "n"]          # the nodes' own, nothing else
         new_tmp = {n for n in set(os.listdir(tempfile.gettempdir())) - tmp_before
                    if n.startswith(("wfrl-ray", "ray"))}

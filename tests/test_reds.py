@@ -78,18 +78,28 @@ def scan_pairs(episodes, base: str):
     return n
 
 
+def check_schedules(engine: str, base: str, episodes: tuple, scan_margin: float,
+                    pair_floor: int) -> list[int]:
+    """The three variants of `base` on backend `engine`, `episodes` = (delayed, bursty, noisy)
+    episodes each: the delayed and bursty schedules hold; the noisy variant scans more than
+    `scan_margin` more per exploit than the base red, and adds more than `pair_floor` + three
+    times the base red's extra-scan signatures (about half the exploits get one more scan
+    first). Returns the delayed variant's starts."""
+    def play(red, n):
+        return _red_actions(make_backend(engine, red, seed=1), n)
+    starts = check_delayed(play(f"Delayed{base}Agent", episodes[0]))
+    check_bursty(play(f"Bursty{base}Agent", episodes[1]))
+    noisy = play(f"Noisy{base}Agent", episodes[2])
+    own = play("B_lineAgent" if base == "B_line" else "RedMeanderAgent", episodes[2])
+    assert scans_per_exploit(noisy) > scans_per_exploit(own) + scan_margin
+    assert scan_pairs(noisy, base) > pair_floor + 3 * scan_pairs(own, base)
+    return starts
+
+
 @pytest.mark.parametrize("base", ["B_line", "Meander"])
 def test_variant_schedules_on_the_simulator(base):
-    delayed = _red_actions(make_backend("sim", f"Delayed{base}Agent", seed=1), 300)
-    starts = check_delayed(delayed)
+    starts = check_schedules("sim", base, (300, 100, 200), 0.3, 50)
     assert min(starts) <= DELAY[0] + 1 and max(starts) >= DELAY[1] - 1   # the whole range
-    check_bursty(_red_actions(make_backend("sim", f"Bursty{base}Agent", seed=1), 100))
-    plain = "B_lineAgent" if base == "B_line" else "RedMeanderAgent"
-    noisy = _red_actions(make_backend("sim", f"Noisy{base}Agent", seed=1), 200)
-    own = _red_actions(make_backend("sim", plain, seed=1), 200)
-    # about half the exploits get one more scan first
-    assert scans_per_exploit(noisy) > scans_per_exploit(own) + 0.3
-    assert scan_pairs(noisy, base) > 50 + 3 * scan_pairs(own, base)
 
 
 @pytest.mark.cyborg
@@ -97,13 +107,7 @@ def test_variant_schedules_on_the_simulator(base):
 @pytest.mark.parametrize("base", ["B_line", "Meander"])
 def test_variant_schedules_on_cyborg(base):
     """The CybORG classes keep the same schedules (their statistics: tests/test_parity.py)."""
-    check_delayed(_red_actions(make_backend("cyborg", f"Delayed{base}Agent", seed=1), 6))
-    check_bursty(_red_actions(make_backend("cyborg", f"Bursty{base}Agent", seed=1), 4))
-    plain = "B_lineAgent" if base == "B_line" else "RedMeanderAgent"
-    noisy = _red_actions(make_backend("cyborg", f"Noisy{base}Agent", seed=1), 10)
-    own = _red_actions(make_backend("cyborg", plain, seed=1), 10)
-    assert scans_per_exploit(noisy) > scans_per_exploit(own) + 0.2
-    assert scan_pairs(noisy, base) > 3 + 3 * scan_pairs(own, base)
+    check_schedules("cyborg", base, (6, 4, 10), 0.2, 3)
 
 
 def test_a_variant_resumes_its_base_agent_where_it_stopped():

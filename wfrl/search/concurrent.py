@@ -19,7 +19,6 @@ from concurrent.futures.process import BrokenProcessPool
 from wfrl.errors import UserError
 
 MAX_REDOS = 3
-POLL_S = 0.2
 
 
 def _orphan_guard(parent: int) -> None:
@@ -37,20 +36,20 @@ def _orphan_guard(parent: int) -> None:
         os._exit(1)
 
 
-def _local_run(job: dict) -> dict:
+def local_run_visit(job: dict) -> dict:
+    """run_visit in a worker process (imported there: this module stays light)."""
     from wfrl.search.visits import run_visit
     return run_visit(job)
 
 
 class LocalVisitPool:
-    """K worker processes (spawned) on this machine, one visit each at a time."""
+    """K worker processes (spawned) on this machine, one job each at a time: fn(*job), fn a
+    module-level function; `what` names a job in errors."""
 
-    def __init__(self, k: int, fn=None, what: str = "visit"):
-        """fn: what a job runs (fn(*job)); default run_visit(job). what: a job's name in
-        errors."""
+    def __init__(self, k: int, fn, what: str = "visit"):
         self.k, self.fn, self.what = k, fn, what
         self.pool: cf.ProcessPoolExecutor | None = None
-        self.jobs: dict[int, dict] = {}
+        self.jobs: dict[int, tuple] = {}
         self.futures: dict[int, cf.Future] = {}
         self.redos: dict[int, int] = {}
         self._start()
@@ -59,7 +58,7 @@ class LocalVisitPool:
         self.pool = cf.ProcessPoolExecutor(self.k, mp_context=mp.get_context("spawn"),
                                            initializer=_orphan_guard, initargs=(os.getpid(),))
 
-    def submit(self, key: int, job: dict) -> None:
+    def submit(self, key: int, job: tuple) -> None:
         self.jobs[key] = job
         try:
             self.futures[key] = self._submit(job)
@@ -77,9 +76,7 @@ class LocalVisitPool:
         for k, job in self.jobs.items():
             self.futures[k] = self._submit(job)
 
-    def _submit(self, job) -> cf.Future:
-        if self.fn is None:
-            return self.pool.submit(_local_run, job)
+    def _submit(self, job: tuple) -> cf.Future:
         return self.pool.submit(self.fn, *job)
 
     def result(self, key: int) -> dict:
@@ -128,12 +125,9 @@ class LocalVisitPool:
 
 
 def ray_run_visit(job: dict) -> dict:
-    """run_visit as a Ray task, with the node it ran on."""
-    import ray
+    """run_visit as a Ray task (Ray titles its worker after this function while it runs)."""
     from wfrl.search.visits import run_visit
-    out = run_visit(job)
-    out["node"] = ray.get_runtime_context().get_node_id()
-    return out
+    return run_visit(job)
 
 
 def stderr_progress(line: str) -> None:
@@ -149,15 +143,14 @@ def _quiet(_line: str) -> None:
 def ray_run_seed(run_one, sub, files: dict) -> dict:
     """One seed's run of `wfrl exhaustive` as a Ray task: the run's folder (`files`, name ->
     bytes, what the driver holds of it) laid out in a temp dir of the node, the run continued
-    there (run_one(sub, progress)), and the folder handed back, with the node it ran on under
-    the key None. The folder's stored settings name the driver's folder, not the node's."""
+    there (run_one(sub, progress)), and the folder handed back. The folder's stored settings
+    name the driver's folder, not the node's."""
     import dataclasses
     import json
     import shutil
     import tempfile
     from pathlib import Path
 
-    import ray
     work = Path(tempfile.mkdtemp(prefix="wfrl-seed-"))
     try:
         for name, data in files.items():
@@ -171,20 +164,18 @@ def ray_run_seed(run_one, sub, files: dict) -> dict:
                 d["out"] = sub.out
                 out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True)
                                                  + "\n").encode()
-        out[None] = ray.get_runtime_context().get_node_id()
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 class RayVisitPool:
-    """Visits as Ray tasks on the cluster at `address`, each declaring `cpus` CPUs: Ray places
-    them on the nodes that have those free, and runs a task again elsewhere when its node dies
-    (max_retries). The driver holds only references to the results."""
+    """Jobs as Ray tasks fn(*job) on the cluster at `address` (None: the Ray instance this
+    process has already joined), each declaring `cpus` CPUs: Ray places them on the nodes that
+    have those free, and runs a task again elsewhere when its node dies (max_retries). The
+    driver holds only references to the results; `what` names a job in errors."""
 
-    def __init__(self, address: str | None, cpus: float, fn=None):
-        """fn: the task's function (fn(*job)); default ray_run_visit(job). address None: the
-        Ray instance this process has already joined."""
+    def __init__(self, address: str | None, cpus: float, fn, what: str = "visit"):
         from wfrl.collect.ray.address import connect_to_cluster
         from wfrl.collect.ray.common import import_ray
         ray = import_ray()
@@ -195,20 +186,16 @@ class RayVisitPool:
                 raise UserError("no Ray cluster to join: give --ray-address")
             connect_to_cluster(ray, address)
             self._connected = True
-        self.fn = fn
-        self.remote = ray.remote(fn or ray_run_visit).options(
-            num_cpus=cpus, max_retries=MAX_REDOS, retry_exceptions=False)
-        self.jobs: dict[int, dict] = {}
+        self.what = what
+        self.remote = ray.remote(fn).options(num_cpus=cpus, max_retries=MAX_REDOS,
+                                             retry_exceptions=False)
+        self.jobs: dict[int, tuple] = {}
         self.refs: dict = {}
         self.redos: dict[int, int] = {}
-        self.nodes: dict[int, str] = {}   # visit -> the node its result came from
 
-    def submit(self, key: int, job) -> None:
+    def submit(self, key: int, job: tuple) -> None:
         self.jobs[key] = job
-        self.refs[key] = self._submit(job)
-
-    def _submit(self, job):
-        return self.remote.remote(job) if self.fn is None else self.remote.remote(*job)
+        self.refs[key] = self.remote.remote(*job)
 
     def result(self, key: int) -> dict:
         ray = self.ray
@@ -220,9 +207,9 @@ class RayVisitPool:
                     ray.exceptions.TaskUnschedulableError) as exc:
                 self.redos[key] = self.redos.get(key, 0) + 1
                 if self.redos[key] > MAX_REDOS:
-                    raise UserError(f"visit {key} was lost {self.redos[key]} times on the Ray "
-                                    f"cluster ({type(exc).__name__}); giving up") from None
-                self.refs[key] = self._submit(self.jobs[key])
+                    raise UserError(f"{self.what} {key} was lost {self.redos[key]} times on the "
+                                    f"Ray cluster ({type(exc).__name__}); giving up") from None
+                self.refs[key] = self.remote.remote(*self.jobs[key])
                 continue
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.as_instanceof_cause()
@@ -230,7 +217,6 @@ class RayVisitPool:
                     raise UserError(str(cause).splitlines()[0]) from None
                 raise
             del self.refs[key], self.jobs[key]
-            self.nodes[key] = out.pop("node" if self.fn is None else None, "")
             return out
 
     def close(self) -> None:
@@ -254,8 +240,9 @@ def visit_cpus(collector: str, n_workers: int) -> int:
 def make_visit_pool(cfg, collector: str):
     """The pool of cfg's concurrent visits: Ray tasks with --ray-address, else processes."""
     if cfg.ray_address:
-        return RayVisitPool(cfg.ray_address, visit_cpus(collector, cfg.n_workers))
-    return LocalVisitPool(cfg.concurrent_visits)
+        return RayVisitPool(cfg.ray_address, visit_cpus(collector, cfg.n_workers),
+                            ray_run_visit)
+    return LocalVisitPool(cfg.concurrent_visits, local_run_visit)
 
 
 def run_seeds(run_one, result_of, subs: list, k: int, progress, what: str) -> list:
@@ -291,7 +278,7 @@ def run_seeds_on_ray(run_one, result_of, subs: list, address: str | None, cpus: 
     from pathlib import Path
 
     from wfrl.runlog import atomic_write_bytes
-    pool = RayVisitPool(address, cpus, fn=ray_run_seed)
+    pool = RayVisitPool(address, cpus, ray_run_seed, what="run")
     try:
         for i, sub in enumerate(subs):
             files = {p.name: p.read_bytes() for p in Path(sub.out).iterdir()

@@ -72,6 +72,13 @@ def fit_observations(model: PermutationGP, obs: list[dict], detrend: bool) -> Pe
                      [o["se"] for o in obs], covariate=z)
 
 
+def _source(parent, wf_index: int) -> str:
+    """Where a visit of wf_index starts, in words (parent as WorkflowSearch._parent_for)."""
+    return ("its own policy" if parent == wf_index else
+            "the pretrained base" if parent == BASE_POLICY else
+            f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
+
+
 def closest_trained(wf_index: int, trained) -> int | None:
     """The trained workflow nearest to wf_index by Kendall distance (ties: lowest index)."""
     if not trained:
@@ -174,14 +181,15 @@ class WorkflowSearch:
             if concurrent:
                 self._close_collector()
                 self._run_concurrent()
-            while not concurrent and (state.active is not None or not self._budget_spent()):
-                if state.active is None:
-                    learner = self._pick_next()
-                stop = self._train_update(self.collector, learner)
-                if stop is not None:
-                    self._record_visit(self.collector, learner, stop)
-                    learner = None
-                self._commit(learner)
+            else:
+                while state.active is not None or not self._budget_spent():
+                    if state.active is None:
+                        learner = self._pick_next()
+                    stop = self._train_update(self.collector, learner)
+                    if stop is not None:
+                        self._record_visit(self.collector, learner, stop)
+                        learner = None
+                    self._commit(learner)
         except KeyboardInterrupt:
             self._abort()
             self._writer.settle()    # the last commit on disk before saying so
@@ -351,23 +359,27 @@ class WorkflowSearch:
         """Start the next visit: the optimizer's pick and the policy it starts from (committed
         with the optimizer's state, RNG included, so a resumed run asks the same)."""
         state = self.state
-        state.iteration += 1
-        self.opt.ask()
-        state.optimizer = self.opt.state_dict()
-        asked = self.opt.last_ask
-        pick = Pick(workflow=asked["workflow"], score=asked["score"], mean=asked["mu"],
-                    sd=asked["sd"], ucb=asked["ucb"], beta=asked["beta"],
-                    p_feasible=asked["p_feasible"])
+        pick = self._ask()
         learner, parent = self._learner_for(pick.workflow, state.iteration)
         state.active = Visit(iteration=state.iteration, pick=pick, inherited_from=parent,
                              lineage_start=self._lineage(parent))
-        source = ("its own policy" if parent == pick.workflow else
-                  "the pretrained base" if parent == BASE_POLICY else
-                  f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
         self.progress(f"[visit {state.iteration}] {Workflow.from_index(pick.workflow)}  "
-                      f"({describe_pick(pick, self.cfg)}; from {source})")
+                      f"({describe_pick(pick, self.cfg)}; from {_source(parent, pick.workflow)})")
         self._commit(learner)
         return learner
+
+    def _ask(self, pending=()) -> Pick:
+        """The next visit's number (state.iteration) and the optimizer's pick, the workflows of
+        `pending` pending; the optimizer's state, RNG included, goes into the state to be
+        committed, so a resumed run asks the same."""
+        state = self.state
+        state.iteration += 1
+        self.opt.ask(pending=pending)
+        state.optimizer = self.opt.state_dict()
+        asked = self.opt.last_ask
+        return Pick(workflow=asked["workflow"], score=asked["score"], mean=asked["mu"],
+                    sd=asked["sd"], ucb=asked["ucb"], beta=asked["beta"],
+                    p_feasible=asked["p_feasible"])
 
     def _learner_for(self, wf_index: int, iteration: int) -> tuple[PPOLearner, int | None]:
         """A visit's learner and where it starts from (see --inherit)."""
@@ -414,11 +426,11 @@ class WorkflowSearch:
         self._visit_collector = visit_collector_name(cfg, cfg.concurrent_visits)
         self._pool = make_visit_pool(cfg, self._visit_collector)
         for p in state.pending:          # in flight at the last commit: trained again
-            self._pool.submit(p.visit.iteration, self._job(p))
+            self._pool.submit(p.visit.iteration, (self._job(p),))
         while True:
             while len(state.pending) < cfg.concurrent_visits and self._can_ask():
                 p = self._ask_pending()
-                self._pool.submit(p.visit.iteration, self._job(p))
+                self._pool.submit(p.visit.iteration, (self._job(p),))
             if not state.pending:
                 break
             p = state.pending[0]
@@ -443,13 +455,7 @@ class WorkflowSearch:
     def _ask_pending(self) -> Pending:
         """Ask for the next visit with the visits in flight pending; commit it in flight."""
         state = self.state
-        state.iteration += 1
-        self.opt.ask(pending=[p.visit.workflow for p in state.pending])
-        state.optimizer = self.opt.state_dict()
-        asked = self.opt.last_ask
-        pick = Pick(workflow=asked["workflow"], score=asked["score"], mean=asked["mu"],
-                    sd=asked["sd"], ucb=asked["ucb"], beta=asked["beta"],
-                    p_feasible=asked["p_feasible"])
+        pick = self._ask(pending=[p.visit.workflow for p in state.pending])
         parent = self._parent_for(pick.workflow)
         start = None
         if parent == BASE_POLICY:
@@ -464,12 +470,9 @@ class WorkflowSearch:
                       lineage_start=self._lineage(parent))
         p = Pending(visit, first, budget, start, own=parent == pick.workflow)
         state.pending.append(p)
-        source = ("its own policy" if parent == pick.workflow else
-                  "the pretrained base" if parent == BASE_POLICY else
-                  f"{Workflow.from_index(parent)}" if parent is not None else "scratch")
         self.progress(f"[visit {state.iteration}] {Workflow.from_index(pick.workflow)}  "
-                      f"({describe_pick(pick, self.cfg)}; from {source}; {budget} episodes "
-                      f"reserved, {len(state.pending) - 1} in flight)")
+                      f"({describe_pick(pick, self.cfg)}; from {_source(parent, pick.workflow)}"
+                      f"; {budget} episodes reserved, {len(state.pending) - 1} in flight)")
         self._commit(None)
         return p
 

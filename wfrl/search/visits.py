@@ -16,7 +16,7 @@ import numpy as np
 
 from wfrl.rng import EVAL_EPISODE_BASE, episode_block, learner_seed
 from wfrl.search.state import Measurement, Visit
-from wfrl.training.steps import batch_compliance, evaluate_policy, log_row
+from wfrl.training.steps import batch_compliance, behaviour_version, evaluate_policy, log_row
 from wfrl.workflow import Workflow
 
 
@@ -62,7 +62,6 @@ def visit_update(cfg, steps, learner, visit: Visit, first_episode: int, budget: 
                                                   behaviour=behaviour)
     visit.episodes += n
     visit.updates += 1
-    from wfrl.training.steps import behaviour_version
     row = log_row(wf, visit.updates, visit.episodes, start + n, eps, ustats, t_collect,
                   t_update, behaviour_version(eps), phase="visit", first_fix=steps.first_fix)
     # A visit's compliance is the mean of its last `compliance_window` updates: one update

@@ -6,6 +6,8 @@ RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3
              "DelayedB_lineAgent": 0 | 1 << 5, "BurstyB_lineAgent": 0 | 2 << 5,
              "NoisyB_lineAgent": 0 | 3 << 5, "DelayedMeanderAgent": 1 | 1 << 5,
              "BurstyMeanderAgent": 1 | 2 << 5, "NoisyMeanderAgent": 1 | 3 << 5,
+             "ScoutingB_lineAgent": 0 | 4 << 5, "PersistentB_lineAgent": 0 | 5 << 5,
+             "EnterpriseMeanderAgent": 1 | 6 << 5,
              # pools (an episode's member drawn by its seed; wfrl.envs.reds.POOLS)
              "family": 4, "family-train": 5, "family-heldout": 6}
 

@@ -116,9 +116,19 @@ enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3,
  *  - BURSTY: red acts RV_BURST steps, then sleeps P steps, P uniform in 2..5 (drawn at each
  *    burst's end);
  *  - NOISY: before an exploit, with probability 1/2, red scans the target's services first
- *    (one more DiscoverNetworkServices; the exploit follows on the next step). */
+ *    (one more DiscoverNetworkServices; the exploit follows on the next step);
+ *  - SCOUTING (B_line): once the user subnet is listed, red scans the services of User1-4 in a
+ *    random order, then B_line enters through a Linux one (User3 or User4, the hosts showing
+ *    smtp), so on through Enterprise0;
+ *  - PERSISTENT (B_line): once B_line impacts, each step with probability 1/2 red first checks
+ *    one of its footholds instead (User, Enterprise, Enterprise2, Op_Server0 in turn) by
+ *    escalating there; a failed check is followed by a re-exploit and, if that succeeds, an
+ *    escalation: a host restored or cleared is taken back at once;
+ *  - ENTERPRISE (Meander): red never touches the operational subnet (its scans, exploits and
+ *    escalations skip it): a target of the enterprise's hosts instead of the plant. */
 #define WFRL_RED_VARIANT_SHIFT 5
-enum { RV_NONE = 0, RV_DELAYED = 1, RV_BURSTY = 2, RV_NOISY = 3 };
+enum { RV_NONE = 0, RV_DELAYED = 1, RV_BURSTY = 2, RV_NOISY = 3, RV_SCOUTING = 4,
+       RV_PERSISTENT = 5, RV_ENTERPRISE = 6 };
 #define RV_DELAY_MIN 5
 #define RV_DELAY_SPAN 21
 #define RV_BURST 3
@@ -134,20 +144,21 @@ static inline int wfrl_mixed_red_kind(uint64_t seed)
     return (wfrl_splitmix64(&x) >> 63) ? RED_MEANDER : RED_BLINE;
 }
 /* The pools' members as red kind codes (base | variant << WFRL_RED_VARIANT_SHIFT). Twin:
- * wfrl/envs/reds.py:pool_member (the members in its POOLS table). family: the six variants; family-train: B_line,
- * Meander and one variant of each schedule (delayed B_line, bursty Meander, noisy B_line);
- * family-heldout: the other three. */
+ * wfrl/envs/reds.py:pool_member (the members in its POOLS table). family: the nine variants;
+ * family-train: B_line, Meander and one variant of each schedule (delayed B_line, bursty
+ * Meander, noisy B_line); family-heldout: the other six. */
 #define RV(base, v) ((uint8_t)((base) | ((v) << WFRL_RED_VARIANT_SHIFT)))
-static const uint8_t cage2_pool_family[6] = {RV(0, 1), RV(0, 2), RV(0, 3), RV(1, 1), RV(1, 2),
-                                             RV(1, 3)};
+static const uint8_t cage2_pool_family[9] = {RV(0, 1), RV(0, 2), RV(0, 3), RV(1, 1), RV(1, 2),
+                                             RV(1, 3), RV(0, 4), RV(0, 5), RV(1, 6)};
 static const uint8_t cage2_pool_train[5] = {RV(0, 0), RV(1, 0), RV(0, 1), RV(1, 2), RV(0, 3)};
-static const uint8_t cage2_pool_heldout[3] = {RV(1, 1), RV(0, 2), RV(1, 3)};
+static const uint8_t cage2_pool_heldout[6] = {RV(1, 1), RV(0, 2), RV(1, 3), RV(0, 4), RV(0, 5),
+                                              RV(1, 6)};
 
 static inline int wfrl_pool_red_code(int pool, uint64_t seed)
 {
     const uint8_t *m = pool == RED_POOL_FAMILY ? cage2_pool_family :
                        pool == RED_POOL_TRAIN ? cage2_pool_train : cage2_pool_heldout;
-    const uint64_t n = pool == RED_POOL_FAMILY ? 6 : pool == RED_POOL_TRAIN ? 5 : 3;
+    const uint64_t n = pool == RED_POOL_FAMILY ? 9 : pool == RED_POOL_TRAIN ? 5 : 6;
     uint64_t x = seed ^ (0x706F6F6C00000000ULL + (uint64_t)pool); /* "pool" */
     return m[(wfrl_splitmix64(&x) >> 32) % n];
 }
@@ -185,7 +196,8 @@ typedef struct {
     uint8_t ot_running, ot_pid_valid;
 
     /* -- red knowledge (shared by both red agents) ----------------------------------------- */
-    uint8_t known_ip[NH], known_host[NH], known_subnet[N_SUB];
+    uint16_t known_ip, known_host;  /* bit h: red knows host h's IP / hostname */
+    uint8_t known_subnet[N_SUB];
     uint8_t ports_stored[NH];   /* red stored a routable scan of this IP */
     uint16_t ports_mem[NH];     /* ports remembered from the last routable scan */
     uint8_t ot_known;
@@ -200,6 +212,10 @@ typedef struct {
     uint8_t red_code;       /* the red kind reset was given (a pool or mixed unresolved) */
     uint8_t v_delay, v_count, v_pause, v_queued;
     cage2_red_action v_next; /* NOISY: the exploit that follows the extra scan */
+    uint8_t v_scouted;      /* SCOUTING: bit k, User(k+1) scanned */
+    uint8_t v_phase;        /* PERSISTENT: 0 none, 1 checked, 2 re-exploited, 3 re-escalated */
+    int8_t v_target;        /* PERSISTENT: the foothold of the phase */
+    uint8_t v_ok;           /* the outcome of the variant's own last action */
     uint8_t prev_success;   /* 0 fail, 1 success, 2 unknown (start of episode) */
     uint8_t prev_has_data;  /* previous red action returned host data */
     uint8_t last_red_type;  /* red's action of the last step (RA_*) and its target, for viewers */
@@ -208,8 +224,8 @@ typedef struct {
     uint8_t bl_stage, bl_user;
     uint16_t bl_cached;     /* bit k: stage k built */
     /* Meander (IPs are host indices) */
-    uint8_t m_scanned_subnet[N_SUB], m_scanned_ip[NH], m_exploited[NH], m_escalated[NH],
-        m_in_map[NH];
+    uint8_t m_scanned_subnet[N_SUB];
+    uint16_t m_scanned_ip, m_exploited, m_escalated, m_in_map;   /* bit h: host h */
     int8_t m_last_ip, m_last_host;
 
     /* -- blue view ------------------------------------------------------------------------- */
@@ -234,12 +250,24 @@ static inline int cage2_n_sessions(const wfrl_cage2 *e, int h)
 
 static inline int cage2_popcount16(uint16_t x)
 {
-    int c = 0;
-    while (x) {
-        x &= (uint16_t)(x - 1);
-        ++c;
-    }
-    return c;
+    /* SWAR: portable builds have no popcnt instruction, and the builtin becomes a call */
+    uint32_t v = x;
+    v = v - ((v >> 1) & 0x5555u);
+    v = (v & 0x3333u) + ((v >> 2) & 0x3333u);
+    v = (v + (v >> 4)) & 0x0F0Fu;
+    return (int)((v + (v >> 8)) & 0x1Fu);
+}
+
+/* Index of the lowest set bit of x (x != 0). */
+static inline int cage2_lowest_bit(uint32_t x)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctz(x);
+#else
+    int i = 0;
+    while (!(x >> i & 1)) ++i;
+    return i;
+#endif
 }
 
 static inline void cage2_add_session(uint8_t *count)
@@ -247,22 +275,24 @@ static inline void cage2_add_session(uint8_t *count)
     if (*count < 255) ++*count;
 }
 
-/* Listening ports of a host now: static services plus decoys. */
+/* Listening ports of a host now: static services plus decoys (the decoy bits but Vsftpd's, set
+ * bit by bit; Vsftpd stacks on port 80). */
 static inline uint16_t cage2_ports_now(const wfrl_cage2 *e, int h)
 {
     uint16_t p = cage2_hosts[h].ports;
-    for (int k = 0; k < N_DECOYS; ++k)
-        if (k != D_VSFTPD && (e->decoys[h] >> k & 1)) p |= (uint16_t)PB(cage2_decoy_port[k]);
+    uint32_t d = e->decoys[h] & ~(1u << D_VSFTPD);
+    while (d) {
+        p |= (uint16_t)PB(cage2_decoy_port[cage2_lowest_bit(d)]);
+        d &= d - 1;
+    }
     if (e->n_vsftpd[h]) p |= (uint16_t)PB(P80);
     return p;
 }
 
 static inline int cage2_conns_now(const wfrl_cage2 *e, int h)
 {
-    int n = cage2_hosts[h].n_conns + e->n_vsftpd[h];
-    for (int k = 0; k < N_DECOYS; ++k)
-        if (k != D_VSFTPD && (e->decoys[h] >> k & 1)) ++n;
-    return n;
+    return cage2_hosts[h].n_conns + e->n_vsftpd[h] +
+           cage2_popcount16((uint16_t)(e->decoys[h] & ~(1u << D_VSFTPD)));
 }
 
 /* User -> Operational traffic needs a red session on an Enterprise host. */
@@ -287,7 +317,8 @@ static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
 {
     if (subnet == SUB_OP && !cage2_routable(e, H_OPS0)) return 0;
     for (int i = 0; i < 5; ++i)
-        if (cage2_subnet_hosts[subnet][i] >= 0) e->known_ip[cage2_subnet_hosts[subnet][i]] = 1;
+        if (cage2_subnet_hosts[subnet][i] >= 0)
+            e->known_ip = (uint16_t)(e->known_ip | (1u << cage2_subnet_hosts[subnet][i]));
     return 1;
 }
 
@@ -339,7 +370,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
         if (decoy || result == R_FAIL) return 0;
         cage2_entry(e, h, 1, port, 0, 0);
         cage2_add_session(&e->n_user_keep[h]); /* SSH sessions carry no PID: never removable */
-        e->known_host[h] = 1;
+        e->known_host = (uint16_t)(e->known_host | (1u << h));
         return 1;
     }
     cage2_entry(e, h, 1, port, 0, 0);            /* event A */
@@ -354,7 +385,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     else if (seen) cage2_add_session(&e->n_user_rm[h]);
     else cage2_add_session(&e->n_user_keep[h]);
     e->malware[h] = 1;
-    e->known_host[h] = 1;
+    e->known_host = (uint16_t)(e->known_host | (1u << h));
     return 1;
 }
 
@@ -370,7 +401,7 @@ static inline int cage2_red_escalate(wfrl_cage2 *e, int h)
         e->malware[h] = 1;
     }
     /* Success: red explores the host. */
-    if (cage2_hosts[h].link >= 0) e->known_ip[cage2_hosts[h].link] = 1;
+    if (cage2_hosts[h].link >= 0) e->known_ip = (uint16_t)(e->known_ip | (1u << cage2_hosts[h].link));
     if (h == H_ENT0 || h == H_ENT1 || h == H_ENT2) e->known_subnet[SUB_ENT] = 1;
     if (h == H_OPS0) {
         e->known_subnet[SUB_OP] = 1;
@@ -420,7 +451,10 @@ static inline cage2_red_action cage2_bline_decide(wfrl_cage2 *e)
         a = s ? (a < 14 ? a + 1 : 14) : cage2_bline_jump[a];
         if (e->bl_cached >> a & 1) break;
         if (a == 1) {
-            e->bl_user = (uint8_t)(H_U1 + wfrl_rng_below(&e->rng, 4)); /* U drawn once per episode */
+            /* U drawn once per episode; a scouting red's among the Linux hosts it saw */
+            e->bl_user = (uint8_t)(e->red_variant == RV_SCOUTING
+                                   ? H_U3 + wfrl_rng_below(&e->rng, 2)
+                                   : H_U1 + wfrl_rng_below(&e->rng, 4));
         } else if (a == 12 && !e->prev_has_data) {
             /* The Op_Server0 scan saw nothing (no Enterprise session): restart at stage 0 with the
              * same success flag, i.e. replay the stage-1 scan; stage 12 stays unbuilt. */
@@ -434,68 +468,64 @@ static inline cage2_red_action cage2_bline_decide(wfrl_cage2 *e)
     return cage2_bline_stage_action(e, a);
 }
 
-static inline void cage2_meander_unescalate_all(wfrl_cage2 *e, int want_op)
+/* Host sets as bits (bit h: host h). */
+#define CAGE2_OP_HOSTS ((uint16_t)((1u << H_OPH0) | (1u << H_OPH1) | (1u << H_OPH2) | (1u << H_OPS0)))
+#define CAGE2_ENT_HOSTS ((uint16_t)((1u << H_ENT0) | (1u << H_ENT1) | (1u << H_ENT2)))
+
+static inline void cage2_meander_unescalate_all(wfrl_cage2 *e, uint16_t hosts)
 {
-    for (int h = 0; h < NH; ++h) {
-        const int is_op = cage2_hosts[h].subnet == SUB_OP;
-        const int is_ent = h == H_ENT0 || h == H_ENT1 || h == H_ENT2;
-        if (e->m_escalated[h] && (want_op ? is_op : is_ent)) {
-            e->m_escalated[h] = 0;
-            e->m_exploited[h] = 0;
-        }
-    }
+    const uint16_t drop = e->m_escalated & hosts;
+    e->m_escalated = (uint16_t)(e->m_escalated & ~drop);
+    e->m_exploited = (uint16_t)(e->m_exploited & ~drop);
 }
 
 static inline void cage2_meander_bookkeeping(wfrl_cage2 *e)
 {
     const int s = e->prev_success == 1;
     if (e->m_last_ip >= 0) {
-        const int ip = e->m_last_ip;
+        const uint16_t ip = (uint16_t)(1u << e->m_last_ip);
         if (s) {
-            e->m_in_map[ip] = 1;
+            e->m_in_map |= ip;
         } else {
             /* Failed exploit: forget it, then forget every Operational conquest, or else every
              * Enterprise one (bug B9's cascade). */
-            e->m_exploited[ip] = 0;
-            int any_op = 0, any_ent = 0;
-            for (int h = 0; h < NH; ++h) {
-                if (!e->m_escalated[h]) continue;
-                if (cage2_hosts[h].subnet == SUB_OP) any_op = 1;
-                if (h == H_ENT0 || h == H_ENT1 || h == H_ENT2) any_ent = 1;
-            }
-            if (any_op) cage2_meander_unescalate_all(e, 1);
-            else if (any_ent) cage2_meander_unescalate_all(e, 0);
+            e->m_exploited = (uint16_t)(e->m_exploited & ~ip);
+            if (e->m_escalated & CAGE2_OP_HOSTS) cage2_meander_unescalate_all(e, CAGE2_OP_HOSTS);
+            else if (e->m_escalated & CAGE2_ENT_HOSTS)
+                cage2_meander_unescalate_all(e, CAGE2_ENT_HOSTS);
         }
         e->m_last_ip = -1;
     }
     if (e->m_last_host >= 0) {
-        const int h = e->m_last_host;
+        const uint16_t h = (uint16_t)(1u << e->m_last_host);
         if (!s) {
-            e->m_escalated[h] = 0;
-            if (e->m_in_map[h]) e->m_exploited[h] = 0;
+            e->m_escalated = (uint16_t)(e->m_escalated & ~h);
+            if (e->m_in_map & h) e->m_exploited = (uint16_t)(e->m_exploited & ~h);
         }
         e->m_last_host = -1;
     }
 }
 
-/* Uniform choice among the hosts with flag[h] set; -1 if none. */
-static inline int cage2_pick(wfrl_cage2 *e, const uint8_t *ok)
+/* Uniform choice among the hosts whose bit is set in `ok` (the k-th set bit, k uniform, in host
+ * order); -1 if none. */
+static inline int cage2_pick(wfrl_cage2 *e, uint16_t ok)
 {
-    int n = 0;
-    for (int h = 0; h < NH; ++h) n += ok[h] != 0;
+    const int n = cage2_popcount16(ok);
     if (n == 0) return -1;
     int k = (int)wfrl_rng_below(&e->rng, (uint32_t)n);
-    for (int h = 0; h < NH; ++h)
-        if (ok[h] && k-- == 0) return h;
-    return -1;
+    while (k--) ok = (uint16_t)(ok & (ok - 1));   /* drop the lowest k set bits */
+    return cage2_lowest_bit(ok);
 }
 
 static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
 {
     cage2_red_action r;
-    uint8_t ok[NH];
+    /* the hosts red may act on (ENTERPRISE: none operational) */
+    const int no_op = e->red_variant == RV_ENTERPRISE;
+    const uint16_t may = no_op ? (uint16_t)(~CAGE2_OP_HOSTS & ((1u << NH) - 1))
+                               : (uint16_t)((1u << NH) - 1);
     cage2_meander_bookkeeping(e);
-    if (e->m_escalated[H_OPS0]) {
+    if (e->m_escalated & (1u << H_OPS0)) {
         e->m_last_host = H_OPS0;
         r.type = RA_IMPACT; r.target = H_OPS0;
         return r;
@@ -503,32 +533,29 @@ static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
     static const int order[N_SUB] = {SUB_ENT, SUB_OP, SUB_USER};
     for (int i = 0; i < N_SUB; ++i) {
         const int sn = order[i];
-        if (e->known_subnet[sn] && !e->m_scanned_subnet[sn]) {
+        if (e->known_subnet[sn] && !e->m_scanned_subnet[sn] && !(no_op && sn == SUB_OP)) {
             e->m_scanned_subnet[sn] = 1;
             r.type = RA_DRS; r.target = (int8_t)sn;
             return r;
         }
     }
-    for (int h = 0; h < NH; ++h) ok[h] = e->known_ip[h] && !e->m_scanned_ip[h];
-    int h = cage2_pick(e, ok);
+    int h = cage2_pick(e, (uint16_t)(may & e->known_ip & ~e->m_scanned_ip));
     if (h >= 0) {
-        e->m_scanned_ip[h] = 1;
+        e->m_scanned_ip = (uint16_t)(e->m_scanned_ip | (1u << h));
         r.type = RA_DNS; r.target = (int8_t)h;
         return r;
     }
-    for (int k = 0; k < NH; ++k)
-        ok[k] = e->known_host[k] && !e->m_escalated[k] && (!e->m_in_map[k] || e->m_exploited[k]);
-    h = cage2_pick(e, ok);
+    h = cage2_pick(e, (uint16_t)(may & e->known_host & ~e->m_escalated &
+                                 (~e->m_in_map | e->m_exploited)));
     if (h >= 0) {
-        e->m_escalated[h] = 1;
+        e->m_escalated = (uint16_t)(e->m_escalated | (1u << h));
         e->m_last_host = (int8_t)h;
         r.type = RA_ESCALATE; r.target = (int8_t)h;
         return r;
     }
-    for (int k = 0; k < NH; ++k) ok[k] = e->known_ip[k] && !e->m_exploited[k];
-    h = cage2_pick(e, ok);
+    h = cage2_pick(e, (uint16_t)(may & e->known_ip & ~e->m_exploited));
     if (h >= 0) {
-        e->m_exploited[h] = 1;
+        e->m_exploited = (uint16_t)(e->m_exploited | (1u << h));
         e->m_last_ip = (int8_t)h;
         r.type = RA_EXPLOIT; r.target = (int8_t)h;
         return r;
@@ -552,6 +579,51 @@ static inline int cage2_variant_acts(wfrl_cage2 *e)
         }
     }
     return 1;
+}
+
+/* A variant's own action this step, if it takes one instead of the base agent's (SCOUTING's
+ * scans, PERSISTENT's checks and retakes); 0 otherwise. */
+static inline int cage2_variant_action(wfrl_cage2 *e, cage2_red_action *ra)
+{
+    if (e->red_kind != RED_BLINE) return 0;
+    if (e->red_variant == RV_SCOUTING) {
+        /* right after B_line listed the user subnet: each of User1-4 once, in a random order */
+        if (e->bl_stage != 0 || !(e->bl_cached & 1) || e->v_scouted == 0xF) return 0;
+        int left[4], n = 0;
+        for (int k = 0; k < 4; ++k)
+            if (!(e->v_scouted >> k & 1)) left[n++] = k;
+        const int k = left[wfrl_rng_below(&e->rng, (uint32_t)n)];
+        e->v_scouted = (uint8_t)(e->v_scouted | (1u << k));
+        ra->type = RA_DNS;
+        ra->target = (int8_t)(H_U1 + k);
+        return 1;
+    }
+    if (e->red_variant == RV_PERSISTENT) {
+        const int8_t h = e->v_target;
+        if (e->v_phase == 1 && !e->v_ok) {          /* the check failed: take it back */
+            e->v_phase = 2;
+            ra->type = RA_EXPLOIT;
+            ra->target = h;
+            return 1;
+        }
+        if (e->v_phase == 2 && e->v_ok) {           /* re-exploited: escalate again */
+            e->v_phase = 3;
+            ra->type = RA_ESCALATE;
+            ra->target = h;
+            return 1;
+        }
+        e->v_phase = 0;
+        if (e->bl_stage != 14 || !(wfrl_rng_uniform(&e->rng) < 0.5)) return 0;
+        const int U = e->bl_user;
+        const int8_t held[4] = {(int8_t)U, (int8_t)((U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0),
+                                H_ENT2, H_OPS0};
+        e->v_target = held[e->v_count++ % 4];
+        e->v_phase = 1;
+        ra->type = RA_ESCALATE;
+        ra->target = e->v_target;
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- blue actions --------------------------------------------------------------------- */
@@ -595,8 +667,8 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
         e->v_delay = (uint8_t)(RV_DELAY_MIN + wfrl_rng_below(&e->rng, RV_DELAY_SPAN));
     e->ot_running = 1;
     e->ot_pid_valid = 1;
-    e->known_ip[H_U0] = 1;
-    e->known_host[H_U0] = 1;
+    e->known_ip = 1u << H_U0;
+    e->known_host = 1u << H_U0;
     e->known_subnet[SUB_USER] = 1;
     e->prev_success = 2;
     e->m_last_ip = e->m_last_host = -1;
@@ -662,7 +734,10 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     ra.type = RA_SLEEP;
     ra.target = 0;
     int own = cage2_variant_acts(e);   /* 1: the base agent's own action this step */
-    if (own && e->v_queued) {
+    const int vact = own && cage2_variant_action(e, &ra);   /* the variant's instead */
+    if (vact) {
+        own = 0;
+    } else if (own && e->v_queued) {
         ra = e->v_next;
         e->v_queued = 0;
     } else if (own) {
@@ -688,6 +763,8 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     if (own) {
         e->prev_success = (uint8_t)ok;
         e->prev_has_data = (uint8_t)data;
+    } else if (vact) {
+        e->v_ok = (uint8_t)ok;
     }
     e->last_red_type = ra.type;
     e->last_red_target = ra.target;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The robustness table (docs/robustness.md): shipped policies against CAGE2's B_line and Meander
-# and their six variants (wfrl.envs.reds), 30/50/100 steps, on the installed CybORG, EPISODES per
+# and their nine variants (wfrl.envs.reds), 30/50/100 steps, on the installed CybORG, EPISODES per
 # setting on the protocol's reserved episodes (seed 153), with each episode's record for
 # `wfrl compare`; and the generalising policy's training (the shipped recipe's command on the
 # family-train pool) when GENERALISE=1.

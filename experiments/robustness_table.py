@@ -3,8 +3,11 @@ per policy, each red's 30/50/100-step means ± se and each variant's drop from i
 same length; and, for pairs of policies with --episodes-out records, the paired difference over
 the held-out reds (wfrl.evaluation.cage2.compare_episodes).
 
-    python experiments/robustness_table.py NAME=RESULT.json [NAME=RESULT.json ...] \
-        [--pair A=a.jsonl B=b.jsonl] [--heldout RED,RED,...]
+    python experiments/robustness_table.py NAME=RESULT.json[,MORE.json] [NAME=...] \
+        [--pair A=a.jsonl[,a2.jsonl] B=b.jsonl[,b2.jsonl]] [--heldout RED,RED,...]
+
+A policy's results may come in several files (runs over different reds on the same episodes):
+their settings are taken together, and so are the pairs of episode records, file by file.
 """
 from __future__ import annotations
 
@@ -46,8 +49,10 @@ def table(results: dict) -> str:
 def heldout_pair(path_a: str, path_b: str, reds, steps: int = 100) -> dict:
     """Paired A − B over the held-out reds at `steps`: the mean of their per-red differences and
     its standard error."""
-    res = compare_episodes(path_a, path_b)
-    rows = [r for r in res["settings"] if r["red_agent"] in reds and r["steps"] == steps]
+    rows = []
+    for pa, pb in zip(path_a.split(","), path_b.split(","), strict=True):
+        rows += [r for r in compare_episodes(pa, pb)["settings"]
+                 if r["red_agent"] in reds and r["steps"] == steps]
     k = len(rows)
     return {"reds": [r["red_agent"] for r in rows], "steps": steps,
             "mean_a": round(sum(r["mean_a"] for r in rows) / k, 4),
@@ -61,14 +66,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="NAME=RESULT.json")
     ap.add_argument("--pair", nargs=2, default=None, metavar=("A=a.jsonl", "B=b.jsonl"))
-    ap.add_argument("--heldout", default="DelayedMeanderAgent,BurstyB_lineAgent,"
-                                        "NoisyMeanderAgent")
+    from wfrl.envs.reds import POOLS
+    ap.add_argument("--heldout", default=",".join(POOLS["family-heldout"]))
     a = ap.parse_args(argv)
     results = {}
     for spec in a.results:
-        name, _, path = spec.partition("=")
-        with open(path) as f:
-            results[name] = json.load(f)
+        name, _, paths = spec.partition("=")
+        for path in paths.split(","):
+            with open(path) as f:
+                res = json.load(f)
+            if name in results:
+                results[name]["settings"] += res["settings"]
+            else:
+                results[name] = res
     print(table(results))
     if a.pair:
         (na, pa), (nb, pb) = (p.partition("=")[::2] for p in a.pair)

@@ -11,6 +11,9 @@ live and requires each replayed episode to match its record exactly.
     .venv/bin/python scripts/record_parity.py                 # record (≈ 6,200 episodes, 2 processes)
     .venv/bin/python scripts/record_parity.py --check 0.05    # replay 5 % and compare, write nothing
     .venv/bin/python scripts/record_parity.py --reference leaderboard   # the leaderboard's code
+    .venv/bin/python scripts/record_parity.py --reference family --reds ScoutingB_lineAgent
+        # play only these reds' episodes; the file's other pairs are kept as recorded (the
+        # episodes are a function of the seeds, so they are what a full recording would hold)
 
 Recorded on the project's 2-core VM with csle-cyborg 0.0.3 (≈ 16 min; the leaderboard's
 reference, 2,400 episodes of the two policies that restore hosts, in tests/data/
@@ -48,13 +51,29 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--check", type=float, default=None, metavar="FRACTION",
                     help="replay this fraction of each pair's recorded episodes and compare")
+    ap.add_argument("--reds", default=None, metavar="RED,...",
+                    help="play only these reds of the reference and keep the rest of the file")
     a = ap.parse_args(argv)
     ref = REFERENCES[a.reference]
     a.out = a.out or os.path.join(DATA, ref.file)
     if a.check is not None:
         return _check(a)
+    play = ref.reds
+    kept: dict = {}
+    kept_full: dict = {}
+    if a.reds:
+        play = tuple(a.reds.split(","))
+        unknown = [r for r in play if r not in ref.reds]
+        if unknown:
+            ap.error(f"not reds of the {a.reference} reference: {', '.join(unknown)}")
+        if os.path.exists(a.out):
+            _, kept, kept_full = load_reference(a.out)
+        missing = [r for r in ref.reds if r not in play and
+                   any(pair_key(r, p) not in kept for p in ref.policies)]
+        if missing:
+            ap.error(f"{a.out} lacks {', '.join(missing)}: record them too")
     tasks = [(ref.backend, red, pol, s, min(CHUNK, ref.episodes[pol] - s))
-             for red in ref.reds for pol in ref.policies
+             for red in play for pol in ref.policies
              for s in range(0, ref.episodes[pol], CHUNK)]
     parts = {}
     t0 = time.time()
@@ -62,8 +81,11 @@ def main(argv=None):
         for red, pol, start, rec in pool.map(_chunk, *zip(*tasks)):
             parts[(red, pol, start)] = rec
             print(f"{red}/{pol} {start}+{rec.n}  ({time.time() - t0:.0f} s)", flush=True)
-    summaries, full = {}, {}
-    for red in ref.reds:
+    summaries = {pair_key(r, p): kept[pair_key(r, p)] for r in ref.reds if r not in play
+                 for p in ref.policies}
+    # full trajectories kept as recorded (the file holds reward tenths)
+    full = {k: (t / 10.0, o) for k, (t, o) in kept_full.items() if k.split("/")[0] not in play}
+    for red in play:
         for pol in ref.policies:
             rec = concat_records([parts[(red, pol, s)]
                                   for s in range(0, ref.episodes[pol], CHUNK)])
@@ -74,7 +96,8 @@ def main(argv=None):
     meta = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED, "episodes": ref.episodes,
             "reds": list(ref.reds), "csle_cyborg": version("csle-cyborg"),
             "backend": ref.backend, "seconds": round(time.time() - t0),
-            "command": "python scripts/record_parity.py --reference " + a.reference}
+            "command": "python scripts/record_parity.py --reference " + a.reference
+                       + (f" --reds {a.reds}" if a.reds else "")}
     save_reference(a.out, summaries, full, meta)
     print(f"wrote {a.out} ({os.path.getsize(a.out) / 1e3:.0f} kB) in {time.time() - t0:.0f} s")
     return 0

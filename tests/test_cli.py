@@ -132,6 +132,7 @@ def test_training_stops_early_on_compliance(tmp_path):
     (["train", "--no-such-flag"], "unrecognized arguments"),
     (["eval"], "--checkpoint"),
     (["parity", "--blue", "nap"], "unknown blue policy"),
+    (["parity", "--blue", "pretrained:nope"], "no pretrained policy 'nope'"),
     (["bench", "collectors", "--n-workers", "0"], "--n-workers must be positive"),
     (["bench", "collectors", "--backend", "gpu"], "unknown backend"),
     (["bench"], "required"),

@@ -23,14 +23,22 @@ import pytest
 from wfrl.config.tools import BLUE_POLICIES
 from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
                                REFERENCE_VERSION, REFERENCES, load_reference, pair_key,
-                               run_episodes, run_sim_episodes, summarise, tost)
+                               is_learned, run_episodes, run_sim_episodes, summarise, tost)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS
 N_SIM = 10000
+# a learned blue is played one forward pass per episode and step (wfrl.tools.parity.LearnedBlue),
+# ~600 simulator episodes a second: fewer episodes, still several times the reference's 300
+N_SIM_LEARNED = 2000
 SEED_SIM = 7
+
 # Episodes of each pair replayed live on CybORG per run (drawn afresh each run, printed on failure)
 N_REPLAY = 2
+
+
+def n_sim(policy: str) -> int:
+    return N_SIM_LEARNED if is_learned(policy) else N_SIM
 
 
 def test_scalar_and_batched_blue_policies_agree():
@@ -44,6 +52,25 @@ def test_scalar_and_batched_blue_policies_agree():
             batch = blue_actions(pol, obs, t, np.random.default_rng(1))
             single = [blue_action(pol, o, t, np.random.default_rng(1)) for o in obs]
             assert batch.tolist() == single, pol
+
+
+def test_learned_blue_plays_each_episode_as_the_checkpoint_agent_does():
+    """The batched learned blue (one actor per episode) acts as a CAGE2 agent of the same
+    checkpoint playing those episodes one by one, memory reset at each episode's start."""
+    from wfrl.evaluation.agents import CheckpointAgent
+    from wfrl.tools.parity import LearnedBlue
+    rng = np.random.default_rng(3)
+    obs = (rng.random((2, 4, 30, 52)) < 0.15).astype(np.float32)   # [episode, env, step, 52]
+    blue = LearnedBlue("pretrained:critical_first", 4)
+    agent = CheckpointAgent("pretrained:critical_first")
+    for ep in range(2):
+        blue.begin()
+        batched = np.stack([blue.act(obs[ep, :, t]) for t in range(30)], axis=1)
+        for env in range(4):
+            agent.end_episode()
+            single = [agent.get_action(obs[ep, env, t]) for t in range(30)]
+            assert batched[env].tolist() == single
+    assert len(set(batched.ravel().tolist())) > 1
 
 
 _REFERENCES: dict = {}
@@ -114,7 +141,7 @@ def records():
         _, cy, _ = _reference(name)
         for r in ref.reds:
             for p in ref.policies:
-                sim = run_sim_episodes(r, p, N_SIM, SEED_SIM, ref.leaderboard)
+                sim = run_sim_episodes(r, p, n_sim(p), SEED_SIM, ref.leaderboard)
                 if name == "installed" and (r, p) == FULL_TRAJECTORY_PAIR:
                     sim_full = sim
                 pairs[(name, r, p)] = (cy[pair_key(r, p)], summarise(sim))
@@ -132,15 +159,16 @@ PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in ref.reds
 # SE_MARGIN standard errors of the recorded reference's mean. With the reference's SE as the unit
 # (the simulator's 10,000 episodes add little to the difference's SE), TOST at α = 0.05 passes
 # when |difference| < (5 − 1.645) SE: an unbiased simulator fails a pair with probability
-# ≈ 8e-4 (two-sided normal tail at 3.35), ≈ 1 % over the suite's 14 pairs, and the sample is fixed
-# (seeded) so a pass is a pass every run; a bias of 5 SE (5.5 points for B_line/sleep) fails.
+# ≈ 8e-4 (two-sided normal tail at 3.35); under a learned blue (2,000 simulator episodes, the
+# difference's SE ≈ 1.07 reference SE) ≈ 2.5e-3. The sample is fixed (seeded), so a pass is a
+# pass every run; a bias of 5 SE (5.5 points for B_line/sleep) fails.
 SE_MARGIN = 5.0
 
 
 @pytest.mark.parametrize("name,red,policy", PAIRS)
 def test_mean_return_equivalent(records, name, red, policy):
     cy, sim = records[0][(name, red, policy)]
-    assert cy.n == REFERENCES[name].episodes[policy] and sim.n == N_SIM
+    assert cy.n == REFERENCES[name].episodes[policy] and sim.n == n_sim(policy)
     res = tost(sim.returns, cy.returns)
     margin = min(res["margin"], SE_MARGIN * res["cyborg"]["se"])
     z = 1.6448536269514722    # one-sided 95 % normal quantile

@@ -110,6 +110,98 @@ def test_variant_schedules_on_cyborg(base):
     check_schedules("cyborg", base, (6, 4, 10), 0.2, 3)
 
 
+def _play(engine: str, red: str, episodes: int, blue=None, seed: int = 0):
+    """Red's (action, target, success) per step of each episode; blue: obs -> action (sleep)."""
+    backend = make_backend(engine, red, seed=1)
+    out = []
+    for ep in range(episodes):
+        backend.seed(seed + ep)
+        obs, _ = backend.reset()
+        acts = []
+        for _ in range(100):
+            obs, _r, _ra = backend.step(0 if blue is None else blue(obs))
+            acts.append(backend.last_red_action())
+        out.append(acts)
+    return out
+
+
+USERS = ("User1", "User2", "User3", "User4")
+
+
+def check_scouting(episodes) -> set:
+    """Right after listing the user subnet red scans User1-4 once each, then B_line scans and
+    exploits a Linux one (User3/User4) and goes on to Enterprise0, never Enterprise1. Returns
+    the entry hosts seen."""
+    entries = set()
+    for acts in episodes:
+        assert acts[0][:2] == ("DiscoverRemoteSystems", "User")
+        assert [a for a, _, _ in acts[1:5]] == ["DiscoverNetworkServices"] * 4
+        assert sorted(t for _, t, _ in acts[1:5]) == list(USERS)
+        assert acts[5][0] == "DiscoverNetworkServices" and acts[5][1] in ("User3", "User4")
+        entries.add(acts[5][1])
+        targets = {t for _, t, _ in acts}
+        assert "Enterprise1" not in targets
+        assert "Enterprise0" in targets
+    return entries
+
+
+def check_persistent(calm, hunted):
+    """Against a sleeping blue: once B_line impacts, about half the steps are checks
+    (escalations) of its four footholds in turn. Against a restoring blue: a failed check on a
+    host is followed by an exploit of that host (the retake)."""
+    own, checks = 0, 0
+    for acts in calm:
+        first = [a for a, _, _ in acts].index("Impact")
+        after = acts[first + 1:]
+        esc = [t for a, t, _ in after if a == "PrivilegeEscalate"]
+        checks += len(esc)
+        own += len(after)
+        assert all(ok for _, _, ok in after)   # nothing is lost against a sleeping blue
+        taken = list(dict.fromkeys(t for a, t, ok in acts[:first]
+                                   if a == "PrivilegeEscalate" and ok))
+        cycle = [taken[0], taken[1], "Enterprise2", "Op_Server0"]
+        for a, b in zip(esc, esc[1:]):
+            assert cycle.index(b) == (cycle.index(a) + 1) % 4, esc
+    assert 0.25 < checks / own < 0.55, (checks, own)
+    retakes = 0
+    for acts in hunted:
+        for x, y in zip(acts, acts[1:]):
+            if x[0] == "PrivilegeEscalate" and not x[2] and y[:2] == ("ExploitRemoteService",
+                                                                        x[1]):
+                retakes += 1
+    return retakes
+
+
+def check_enterprise(episodes):
+    """Never an action in the operational subnet; the enterprise hosts are taken."""
+    escalated = set()
+    for acts in episodes:
+        for a, t, ok in acts:
+            assert not t.startswith("Op_") and t != "Operational", (a, t)
+            if a == "PrivilegeEscalate" and ok:
+                escalated.add(t)
+    assert {"Enterprise0", "Enterprise1", "Enterprise2"} <= escalated
+
+
+def _restorer(obs):
+    """Restore the first host the observation shows compromised (react-restore)."""
+    from wfrl.tools.parity import blue_action
+    return blue_action("react-restore", obs, 0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("engine", ["sim", pytest.param("cyborg", marks=[pytest.mark.cyborg,
+                                                                         pytest.mark.slow])])
+def test_path_persistence_and_target_variants(engine):
+    n = 60 if engine == "sim" else 4
+    entries = check_scouting(_play(engine, "ScoutingB_lineAgent", n))
+    if engine == "sim":
+        assert entries == {"User3", "User4"}
+    retakes = check_persistent(_play(engine, "PersistentB_lineAgent", n),
+                               _play(engine, "PersistentB_lineAgent", 3 * n, _restorer))
+    assert retakes >= (10 if engine == "sim" else 1)
+    check_enterprise(_play(engine, "EnterpriseMeanderAgent", n))
+
+
 def test_a_variant_resumes_its_base_agent_where_it_stopped():
     """Sleeps do not reach the base agent: against a sleeping blue, a bursty B_line's own actions
     are B_line's whole kill chain in order (its Impact comes once its 15 stages are done)."""

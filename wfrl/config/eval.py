@@ -153,7 +153,7 @@ class Cage2EvalConfig(PlanSettings):
     Restores, Op_Server0's impact), on the same episodes (the simulator then plays step by step:
     slower)."""
     reds: str | None = setting(None, check=_reds, metavar="RED[,RED]|family")
-    """The red agents played, comma separated, or `family`: B_line, Meander and their six
+    """The red agents played, comma separated, or `family`: B_line, Meander and their nine
     variants (wfrl.envs.reds), with each variant's drop from its base red (default: CAGE2's
     B_line, Meander and Sleep)."""
 

@@ -3,6 +3,7 @@
 setting (wfrl.config: a dataclass field, its default, its check and its help text)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
@@ -21,7 +22,16 @@ BLUE_POLICIES = ("sleep", "random", "react-restore", "react-remove", "decoy", "d
 
 
 def check_blue_policy(name: str) -> str:
-    return check_choice("blue policy", name, BLUE_POLICIES)
+    """A built-in blue policy, or a learned one: a checkpoint (a file or pretrained:NAME) with a
+    workflow of its own, played greedily."""
+    if name in BLUE_POLICIES:
+        return name
+    if name.startswith("pretrained:") or os.path.exists(name):
+        from wfrl.evaluation.checkpoint import policy_of_checkpoint
+        policy_of_checkpoint(name)
+        return name
+    return check_choice("blue policy (built in, or a checkpoint file or pretrained:NAME)", name,
+                        BLUE_POLICIES)
 
 
 def _blue_policy(name, value):
@@ -35,13 +45,15 @@ def _at_least_two(name, value):
 
 @dataclass
 class ParityConfig(Settings):
-    """The simulator against the real CybORG under a built-in blue policy (`wfrl parity`)."""
+    """The simulator against the real CybORG under one blue policy (`wfrl parity`)."""
     red_agent: str = setting("B_lineAgent", check=_parity_red,
                              metavar="B_lineAgent|RedMeanderAgent|SleepAgent|VARIANT")
     """Red attacker."""
     blue: str = setting("sleep", check=_blue_policy,
-                        metavar="sleep|random|react-restore|react-remove|decoy")
-    """Built-in blue policy played on both backends."""
+                        metavar="sleep|random|react-restore|react-remove|decoy|decoy-restore|"
+                                "CHECKPOINT")
+    """Blue policy played on both backends: a built-in one, or a learned one (a checkpoint file
+    or pretrained:NAME, played greedily)."""
     episodes: int = setting(300, check=_at_least_two)
     """CybORG episodes."""
     sim_episodes: int | None = setting(None, check=_at_least_two)

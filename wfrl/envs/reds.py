@@ -1,21 +1,31 @@
-"""Red agents beyond CAGE2's two: variants of B_line and Meander that change when red acts and how
-much it scans, as CybORG red agent classes (their twins: the red variants of the compiled
-simulator, csrc/wfrl_cage2.h, WFRL_RED_VARIANT_SHIFT).
+"""Red agents beyond CAGE2's two: variants of B_line and Meander that change when red acts, how
+much it scans, which way it enters, whether it takes back what it lost and what it goes for, as
+CybORG red agent classes (their twins: the red variants of the compiled simulator,
+csrc/wfrl_cage2.h, WFRL_RED_VARIANT_SHIFT).
 
-Each variant wraps an instance of the CAGE2 agent it varies and leaves its decisions alone
-(what each does differently and why a defender might fail against it: docs/robustness.md):
+Each variant wraps an instance of the CAGE2 agent it varies (what each does differently and why a
+defender might fail against it: docs/robustness.md):
 
 - `DelayedB_lineAgent`, `DelayedMeanderAgent`: red sleeps the first D steps (D uniform in
   5..25), then attacks as the base agent;
 - `BurstyB_lineAgent`, `BurstyMeanderAgent`: red acts 3 steps, then sleeps 2..5 steps, again
   and again;
 - `NoisyB_lineAgent`, `NoisyMeanderAgent`: before an exploit, with probability 1/2, red scans
-  the target's services once more.
+  the target's services once more;
+- `ScoutingB_lineAgent` (path): once B_line has listed the user subnet, red scans the services
+  of every other user host, in a random order, and B_line is shown only the Linux ones (those
+  offering smtp, User3 and User4): it enters there and goes on through Enterprise0;
+- `PersistentB_lineAgent` (persistence): once B_line impacts, each step with probability 1/2 red
+  first checks one of its four footholds in turn (its user host, its Enterprise host,
+  Enterprise2, Op_Server0) by escalating there; if the check fails it re-exploits the host and,
+  if that succeeds, escalates again;
+- `EnterpriseMeanderAgent` (target): Meander shown an action space without the operational
+  subnet: it takes user and enterprise hosts and never the plant.
 
-A step the base agent does not act (a sleep, or the extra scan) is not shown to it: it gets, at
-its next action, the observation of its own last action, as if nothing had happened between.
-The delays, pauses and coin flips draw from Python's `random`, which the CybORG backend seeds per
-episode (wfrl.envs.cyborg).
+A step the base agent does not act (a sleep, the extra scan, a scout's scan, a check or retake)
+is not shown to it: it gets, at its next action, the observation of its own last action, as if
+nothing had happened between. The delays, pauses, orders and coin flips draw from Python's
+`random`, which the CybORG backend seeds per episode (wfrl.envs.cyborg).
 """
 from __future__ import annotations
 
@@ -23,15 +33,20 @@ import functools
 from typing import Any
 
 FAMILY = ("DelayedB_lineAgent", "BurstyB_lineAgent", "NoisyB_lineAgent",
-          "DelayedMeanderAgent", "BurstyMeanderAgent", "NoisyMeanderAgent")
+          "DelayedMeanderAgent", "BurstyMeanderAgent", "NoisyMeanderAgent",
+          "ScoutingB_lineAgent", "PersistentB_lineAgent", "EnterpriseMeanderAgent")
 # Pools: each episode's red drawn from the members by its env seed (pool_member; the twin of
 # wfrl_pool_red_code in csrc/wfrl_cage2.h, members in the same order). family-train: CAGE2's two
-# and one variant of each schedule; family-heldout: the other three, each a schedule seen in
-# training on the other base red.
+# and one variant of each schedule; family-heldout: the other six: the three schedules, each seen
+# in training on the other base red, and path, persistence and target, never seen.
 POOLS = {"family": FAMILY,
          "family-train": ("B_lineAgent", "RedMeanderAgent", "DelayedB_lineAgent",
                           "BurstyMeanderAgent", "NoisyB_lineAgent"),
-         "family-heldout": ("DelayedMeanderAgent", "BurstyB_lineAgent", "NoisyMeanderAgent")}
+         "family-heldout": ("DelayedMeanderAgent", "BurstyB_lineAgent", "NoisyMeanderAgent",
+                            "ScoutingB_lineAgent", "PersistentB_lineAgent",
+                            "EnterpriseMeanderAgent")}
+KIND = {"delayed": "timing", "bursty": "timing", "noisy": "noise", "scouting": "path",
+        "persistent": "persistence", "enterprise": "target"}
 POOL_CODES = {"family": 4, "family-train": 5, "family-heldout": 6}
 
 
@@ -45,6 +60,23 @@ DELAY = (5, 25)    # the delayed variants' sleep at the start: uniform, steps
 BURST = 3          # the bursty variants' actions in a row
 PAUSE = (2, 5)     # and their pause after each burst: uniform, steps
 NOISE_P = 0.5      # the noisy variants' chance of a scan before an exploit
+CHECK_P = 0.5      # the persistent variant's chance, each step it impacts, of a foothold check
+SMTP = 25          # the port that marks a Linux user host to the scouting variant
+
+
+def _ports(observation) -> set:
+    """The local ports of every process in a scan's observation."""
+    out: set = set()
+    for key, value in observation.items():
+        if key == "success" or not isinstance(value, dict):
+            continue
+        for proc in value.get("Processes", ()):
+            out.update(c.get("local_port") for c in proc.get("Connections", ()))
+    return out
+
+
+def _succeeded(observation) -> bool:
+    return bool(observation.get("success") == True)  # noqa: E712 (a TrinaryEnum compares so)
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,8 +93,12 @@ def family_classes() -> dict:
         ExploitRemoteService
     from csle_cyborg.shared.actions.action import Sleep
 
+    # B_line's stages that escalate on, and exploit, its footholds: user host, Enterprise host,
+    # Enterprise2, Op_Server0 (its actions cached by stage in action_history)
+    escalates, exploits = (3, 6, 10, 13), (2, 5, 9, 12)
+
     class VariantRed(BaseAgent):
-        """A CAGE2 red agent (`base`) with a schedule around it (`mode`)."""
+        """A CAGE2 red agent (`base`) with a variant (`mode`) around it."""
         base: type = B_lineAgent
         mode: str = "delayed"
 
@@ -77,6 +113,14 @@ def family_classes() -> dict:
             self.count = self.pause = 0
             self.delay: int | None = None
             self.queued: Any = None   # (noisy) the exploit that follows the extra scan
+            self.mine: Any = None     # the variant's own last action: ("scout", ip) or "check"
+            self.ok = False           # and whether it succeeded
+            self.listing: Any = None  # (scouting) B_line's listing of the user subnet
+            self.scouts: list = []    # (scouting) hosts still to scan
+            self.linux: list = []     # (scouting) those offering smtp
+            self.scouted = False
+            self.phase = self.k = self.checks = 0   # (persistent) see csrc/wfrl_cage2.h
+            self.op_ips: set = set()  # (enterprise) addresses of the operational subnet seen
 
         def _acts(self) -> bool:
             if self.mode == "delayed":
@@ -93,9 +137,83 @@ def family_classes() -> dict:
                     self.pause = random.randint(*PAUSE)
             return True
 
+        def _saw(self, observation) -> None:
+            """The outcome of the variant's own last action."""
+            if isinstance(self.mine, tuple):          # a scout's scan
+                if SMTP in _ports(observation):
+                    self.linux.append(self.mine[1])
+            elif self.mine is not None:
+                self.ok = _succeeded(observation)
+            self.mine = None
+
+        def _own(self):
+            """The variant's own action this step instead of the base agent's, or None."""
+            if self.mode == "scouting":
+                return self._scout()
+            if self.mode == "persistent":
+                return self._persist()
+            return None
+
+        def _scout(self):
+            ag = self.agent
+            if not self.scouted and ag.action == 0 and 0 in ag.action_history:
+                # B_line has just listed the user subnet (self.seen): scan every other host
+                self.scouted = True
+                self.listing = self.seen
+                self.scouts = [v["Interface"][0]["IP Address"] for k, v in self.seen.items()
+                               if k != "success"
+                               and v["Interface"][0]["IP Address"] != ag.initial_ip]
+                random.shuffle(self.scouts)
+            if self.scouts:
+                ip = self.scouts.pop()
+                self.mine = ("scout", ip)
+                return DiscoverNetworkServices(session=0, agent="Red", ip_address=ip)
+            if self.listing is not None:
+                # done: B_line sees its listing with only the Linux hosts in it
+                keep = set(self.linux)
+                self.seen = {k: v for k, v in self.listing.items()
+                             if k == "success" or v["Interface"][0]["IP Address"] in keep}
+                self.listing = None
+            return None
+
+        def _persist(self):
+            history = self.agent.action_history
+            if self.phase == 1 and not self.ok:        # the check failed: take it back
+                self.phase, self.mine = 2, "retake"
+                return history[exploits[self.k]]
+            if self.phase == 2 and self.ok:            # re-exploited: escalate again
+                self.phase, self.mine = 3, "retake"
+                return history[escalates[self.k]]
+            self.phase = 0
+            if self.agent.action != 14 or not random.random() < CHECK_P:
+                return None
+            self.k, self.checks = self.checks % 4, self.checks + 1
+            self.phase, self.mine = 1, "check"
+            return history[escalates[self.k]]
+
+        def _space(self, observation, action_space):
+            """(enterprise) The action space without the operational subnet."""
+            for key, value in observation.items():
+                if isinstance(key, str) and key.startswith("Op_") and isinstance(value, dict):
+                    self.op_ips.update(i["IP Address"] for i in value.get("Interface", ())
+                                       if "IP Address" in i)
+            nets = [n for n in action_space["subnet"] if any(ip in n for ip in self.op_ips)]
+            space = dict(action_space)
+            space["subnet"] = {n: v and n not in nets for n, v in action_space["subnet"].items()}
+            space["ip_address"] = {ip: v and ip not in self.op_ips
+                                   and not any(ip in n for n in nets)
+                                   for ip, v in action_space["ip_address"].items()}
+            space["hostname"] = {h: v and not h.startswith("Op_")
+                                 for h, v in action_space["hostname"].items()}
+            return space
+
         def get_action(self, observation, action_space):
             if self.fresh or self.seen is None:
                 self.seen = observation
+            else:
+                self._saw(observation)
+            if self.mode == "enterprise":
+                action_space = self._space(observation, action_space)
             own = self._acts()
             self.t += 1
             self.fresh = own
@@ -104,7 +222,14 @@ def family_classes() -> dict:
             if self.queued is not None:
                 action, self.queued = self.queued, None
                 return action
-            action = self.agent.get_action(self.seen, action_space)
+            mine = self._own()
+            if mine is not None:
+                self.fresh = False
+                return mine
+            try:
+                action = self.agent.get_action(self.seen, action_space)
+            except NotImplementedError:   # Meander out of options (the enterprise variant can)
+                return Sleep()
             if (self.mode == "noisy" and isinstance(action, ExploitRemoteService)
                     and random.random() < NOISE_P):
                 self.queued = action

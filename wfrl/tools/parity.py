@@ -14,6 +14,9 @@ they behave identically on both backends):
                    compromised): decoys that Restores take away again, what red's port memory
                    and a restored host's processes are tested with.
 
+A learned blue policy — a checkpoint file or pretrained:NAME with a workflow of its own — is
+played greedily, a deterministic function of the episode's observations, on both backends alike.
+
 Equivalence of mean returns is a two-one-sided-tests (TOST) procedure at α = 0.05 with margin
 max(5, 3 % of |CybORG mean|, 0.15 × CybORG standard deviation).
 """
@@ -74,6 +77,34 @@ def blue_actions(policy: str, obs: np.ndarray, t: int, rng: np.random.Generator)
     raise UserError(f"unknown blue policy {policy!r} (choose from {', '.join(BLUE_POLICIES)})")
 
 
+def is_learned(policy: str) -> bool:
+    """Whether a blue policy is a checkpoint rather than a built-in one."""
+    return policy not in BLUE_POLICIES
+
+
+class LearnedBlue:
+    """A checkpoint played greedily on n episodes at once: one actor (its own compliance memory)
+    per episode, all on the same weights."""
+
+    def __init__(self, spec: str, n: int):
+        from wfrl._core import Actor
+        from wfrl.evaluation.agents import CheckpointAgent
+        first = CheckpointAgent(spec).actor
+        self.actors = [first] + [Actor(first.policy) for _ in range(n - 1)]
+        self._access = np.zeros(N_HOSTS, np.uint8)   # greedy actions do not depend on it
+        self.begin()
+
+    def begin(self) -> None:
+        for a in self.actors:
+            a.begin(0)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Actions (int32 [n]) for observations [n, 52]."""
+        x = np.ascontiguousarray(obs, np.float32)
+        return np.fromiter((a.act(x[i], self._access)[0] for i, a in enumerate(self.actors)),
+                           np.int32, len(self.actors))
+
+
 @dataclass
 class EpisodeRecords:
     """Per-episode statistics of a batch of episodes on one backend."""
@@ -94,6 +125,7 @@ class EpisodeRecords:
 def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0) -> EpisodeRecords:
     """n episodes of `policy` on `backend`; episode i (from `start`) uses seeds from (seed, i)."""
     check_blue_policy(policy)
+    learned = LearnedBlue(policy, 1) if is_learned(policy) else None
     rewards = np.zeros((n, EP_LEN), np.float32)
     obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
     access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
@@ -102,8 +134,11 @@ def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0) -> Epi
         backend.seed(int(ss[0]))
         rng = np.random.default_rng(int(ss[1]))
         obs, _ = backend.reset()
+        if learned is not None:
+            learned.begin()
         for t in range(EP_LEN):
-            a = blue_action(policy, obs, t, rng)
+            a = (int(learned.act(obs[None])[0]) if learned is not None
+                 else blue_action(policy, obs, t, rng))
             obs, r, ra = backend.step(a)
             rewards[i, t] = r
             obs_all[i, t] = obs
@@ -118,6 +153,7 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     from wfrl._core import Cage2Sim
     check_blue_policy(policy)
     sim = Cage2Sim(n, red_agent, leaderboard)
+    learned = LearnedBlue(policy, n) if is_learned(policy) else None
     seeds = np.random.SeedSequence([seed, 1]).generate_state(n, dtype=np.uint64)
     rng = np.random.default_rng([seed, 2])
     obs = np.zeros((n, OBS_DIM), np.float32)
@@ -129,7 +165,8 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
     access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
     for t in range(EP_LEN):
-        sim.step_batch(blue_actions(policy, obs, t, rng), obs, rew, done, ra)
+        act = learned.act(obs) if learned is not None else blue_actions(policy, obs, t, rng)
+        sim.step_batch(act, obs, rew, done, ra)
         rewards[:, t] = rew
         obs_all[:, t] = obs
         access[:, t] = ra
@@ -259,6 +296,12 @@ REFERENCES = {
                         FAMILY),
     "family_leaderboard": Reference("cyborg_parity_family_leaderboard", "cyborg:leaderboard",
                                     {"react-restore": 400, "decoy-restore": 800}, FAMILY),
+    # a learned blue (the shipped specialist of each code, greedy) against every red but Sleep
+    "learned": Reference("cyborg_parity_learned", "cyborg", {"pretrained:critical_first": 300},
+                         REFERENCE_REDS + FAMILY),
+    "learned_leaderboard": Reference("cyborg_parity_learned_leaderboard", "cyborg:leaderboard",
+                                     {"pretrained:critical_first_leaderboard": 300},
+                                     REFERENCE_REDS + FAMILY),
 }
 
 

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--reds", default=",".join(REDS),
-                   help="the red agents, comma separated, or `family` (wfrl.envs.reds: the six "
+                   help="the red agents, comma separated, or `family` (wfrl.envs.reds: the nine "
                         "variants of B_line and Meander)")
     a = p.parse_args(argv)
     from wfrl.envs.reds import FAMILY

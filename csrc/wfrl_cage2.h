@@ -706,11 +706,13 @@ static inline int cage2_classify(const cage2_entries *x)
 static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
 {
     memset(e->entries, 0, sizeof(e->entries));
-    int analysed = -1, cost10 = 0;
+    int analysed = -1, cost10 = 0;   /* analysed: a host Analyse finds malware on */
 
     /* 1. blue */
     if (action >= WFRL_ACT_ANALYSE && action < WFRL_ACT_ANALYSE + NH) {
-        analysed = action - WFRL_ACT_ANALYSE;
+        /* Blue acts first: Analyse reads the files red left up to the last step, not this
+         * step's (whose table update it still follows). */
+        if (e->malware[action - WFRL_ACT_ANALYSE]) analysed = action - WFRL_ACT_ANALYSE;
     } else if (action >= WFRL_ACT_REMOVE && action < WFRL_ACT_REMOVE + NH) {
         e->n_user_rm[action - WFRL_ACT_REMOVE] = 0;
     } else if (action >= WFRL_ACT_DECOY && action < WFRL_ACT_RESTORE) {
@@ -785,7 +787,7 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
         e->act[h] = e->entries[h].n ? (uint8_t)cage2_classify(&e->entries[h]) : ACT_NONE;
         if (e->act[h] == ACT_EXPLOIT) e->comp[h] = COMP_USER;
     }
-    if (analysed >= 0 && e->malware[analysed]) e->comp[analysed] = COMP_PRIV;
+    if (analysed >= 0) e->comp[analysed] = COMP_PRIV;
 
     ++e->t;
     if (obs) wfrl_cage2_obs(e, obs);

@@ -20,6 +20,7 @@ reference, 2,400 episodes of the two policies that restore hosts, in tests/data/
 cyborg_parity_leaderboard.npz).
 """
 import argparse
+import fcntl
 import os
 import sys
 import time
@@ -38,8 +39,9 @@ CHUNK = 50
 
 def _chunk(backend, red, policy, start, n):
     from wfrl.envs import make_backend
+    from wfrl.envs.base import is_leaderboard
     return red, policy, start, run_episodes(make_backend(backend, red), policy, n,
-                                            REFERENCE_SEED, start)
+                                            REFERENCE_SEED, start, is_leaderboard(backend))
 
 
 def main(argv=None):
@@ -67,11 +69,28 @@ def main(argv=None):
         if unknown:
             ap.error(f"not reds of the {a.reference} reference: {', '.join(unknown)}")
         if os.path.exists(a.out):
-            _, kept, kept_full = load_reference(a.out)
+            old, kept, kept_full = load_reference(a.out)
+            from importlib.metadata import version
+            want = {"version": REFERENCE_VERSION, "seed": REFERENCE_SEED,
+                    "episodes": ref.episodes, "backend": ref.backend,
+                    "csle_cyborg": version("csle-cyborg")}
+            differ = [k for k, v in want.items() if old.get(k) != v]
+            if differ:
+                ap.error(f"{a.out} was not recorded by this protocol ({', '.join(differ)} "
+                         "differ): record the whole reference")
         missing = [r for r in ref.reds if r not in play and
                    any(pair_key(r, p) not in kept for p in ref.policies)]
         if missing:
             ap.error(f"{a.out} lacks {', '.join(missing)}: record them too")
+    # one recording of a file at a time: a second would write back without the first's pairs
+    import hashlib
+    import tempfile
+    key = hashlib.sha1(os.path.abspath(a.out).encode()).hexdigest()[:16]
+    lock = open(os.path.join(tempfile.gettempdir(), f"wfrl-record-{key}.lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        ap.error(f"{a.out} is being recorded by another run")
     tasks = [(ref.backend, red, pol, s, min(CHUNK, ref.episodes[pol] - s))
              for red in play for pol in ref.policies
              for s in range(0, ref.episodes[pol], CHUNK)]
@@ -84,7 +103,7 @@ def main(argv=None):
     summaries = {pair_key(r, p): kept[pair_key(r, p)] for r in ref.reds if r not in play
                  for p in ref.policies}
     # full trajectories kept as recorded (the file holds reward tenths)
-    full = {k: (t / 10.0, o) for k, (t, o) in kept_full.items() if k.split("/")[0] not in play}
+    full = {k: (t / 10.0, o) for k, (t, o) in kept_full.items() if k in summaries}
     for red in play:
         for pol in ref.policies:
             rec = concat_records([parts[(red, pol, s)]

@@ -122,7 +122,8 @@ def test_recorded_episodes_replay_exactly(name):
         for pol in ref.policies:
             rec = summaries[pair_key(red, pol)]
             for i in sorted(rng.choice(rec.n, N_REPLAY, replace=False).tolist()):
-                live = summarise(run_episodes(backend, pol, 1, REFERENCE_SEED, i))
+                live = summarise(run_episodes(backend, pol, 1, REFERENCE_SEED, i,
+                                              ref.leaderboard))
                 where = (f"{ref.backend} {red}/{pol} episode {i} "
                          f"(csle-cyborg {meta['csle_cyborg']} recorded)")
                 assert live.digest[0] == rec.digest[i], where
@@ -268,3 +269,38 @@ def test_restore_of_op_server_disarms_impact_on_both_backends():
                 rewards = [be.step(132 + 7 if t == 0 else 0)[1] for t in range(100)]
                 assert min(rewards) > -10, (red, name)
                 assert rewards[0] <= -1.0  # the Restore's cost
+
+
+def test_analyse_reads_the_files_of_earlier_steps_on_both_backends():
+    """Blue acts first: an Analyse in the step of red's first exploit of a host finds nothing
+    there (the exploit shows as User); one a step later finds its file (Privileged) unless the
+    exploit was SSH's, which leaves none."""
+    from wfrl.envs import make_backend
+    from wfrl.envs.actions import HOSTS
+    for name in ("cyborg", "sim"):
+        be = make_backend(name, "B_lineAgent", seed=5)
+        checked, found = 0, 0
+        for ep in range(8):
+            be.seed(100 + ep)
+            be.reset()
+            t_hit, host = None, None
+            for t in range(30):
+                be.step(0)
+                act, target, ok = be.last_red_action()
+                if act == "ExploitRemoteService" and ok and target.startswith("User"):
+                    t_hit, host = t, HOSTS.index(target)
+                    break
+            if t_hit is None:
+                continue
+            seen = []
+            for late in (0, 1):
+                be.seed(100 + ep)
+                be.reset()
+                for t in range(t_hit + late + 1):
+                    obs, _, _ = be.step(2 + host if t == t_hit + late else 0)
+                seen.append(tuple(int(b) for b in obs[4 * host + 2: 4 * host + 4]))
+            assert seen[0] == (0, 1), (name, ep)
+            assert seen[1] in ((0, 1), (1, 1)), (name, ep)
+            checked += 1
+            found += seen[1] == (1, 1)
+        assert checked >= 4 and found >= 2, (name, checked, found)

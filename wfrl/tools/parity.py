@@ -84,13 +84,20 @@ def is_learned(policy: str) -> bool:
 
 class LearnedBlue:
     """A checkpoint played greedily on n episodes at once: one actor (its own compliance memory)
-    per episode, all on the same weights."""
+    per episode, all on the same weights. leaderboard: a belief input's particles play by the
+    leaderboard's CybORG code. A belief policy plays at most BELIEF_EPISODES episodes at once
+    (each actor holds its own particle filter)."""
 
-    def __init__(self, spec: str, n: int):
+    BELIEF_EPISODES = 256
+
+    def __init__(self, spec: str, n: int, leaderboard: bool = False):
         from wfrl._core import Actor
         from wfrl.evaluation.agents import CheckpointAgent
-        first = CheckpointAgent(spec).actor
-        self.actors = [first] + [Actor(first.policy) for _ in range(n - 1)]
+        first = CheckpointAgent(spec, leaderboard=leaderboard).actor
+        if first.policy.belief and n > self.BELIEF_EPISODES:
+            raise UserError(f"{spec} has the belief input: parity plays it on at most "
+                            f"{self.BELIEF_EPISODES} simulator episodes (give --sim-episodes)")
+        self.actors = [first] + [Actor(first.policy, leaderboard) for _ in range(n - 1)]
         self._access = np.zeros(N_HOSTS, np.uint8)   # greedy actions do not depend on it
         self.begin()
 
@@ -122,10 +129,12 @@ class EpisodeRecords:
         return len(self.returns)
 
 
-def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0) -> EpisodeRecords:
-    """n episodes of `policy` on `backend`; episode i (from `start`) uses seeds from (seed, i)."""
+def run_episodes(backend, policy: str, n: int, seed: int, start: int = 0,
+                 leaderboard: bool = False) -> EpisodeRecords:
+    """n episodes of `policy` on `backend`; episode i (from `start`) uses seeds from (seed, i).
+    leaderboard: the backend plays by the leaderboard's code (a learned blue's belief follows)."""
     check_blue_policy(policy)
-    learned = LearnedBlue(policy, 1) if is_learned(policy) else None
+    learned = LearnedBlue(policy, 1, leaderboard) if is_learned(policy) else None
     rewards = np.zeros((n, EP_LEN), np.float32)
     obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
     access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
@@ -153,7 +162,7 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     from wfrl._core import Cage2Sim
     check_blue_policy(policy)
     sim = Cage2Sim(n, red_agent, leaderboard)
-    learned = LearnedBlue(policy, n) if is_learned(policy) else None
+    learned = LearnedBlue(policy, n, leaderboard) if is_learned(policy) else None
     seeds = np.random.SeedSequence([seed, 1]).generate_state(n, dtype=np.uint64)
     rng = np.random.default_rng([seed, 2])
     obs = np.zeros((n, OBS_DIM), np.float32)

@@ -120,10 +120,11 @@ enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3,
  *  - SCOUTING (B_line): once the user subnet is listed, red scans the services of User1-4 in a
  *    random order, then B_line enters through a Linux one (User3 or User4, the hosts showing
  *    smtp), so on through Enterprise0;
- *  - PERSISTENT (B_line): once B_line impacts, each step with probability 1/2 red first checks
- *    one of its footholds instead (User, Enterprise, Enterprise2, Op_Server0 in turn) by
- *    escalating there; a failed check is followed by a re-exploit and, if that succeeds, an
- *    escalation: a host restored or cleared is taken back at once;
+ *  - PERSISTENT (B_line): once B_line has escalated on a host beyond User0, each step with
+ *    probability 1/2 red first checks one of the footholds it has escalated on (User,
+ *    Enterprise, Enterprise2, Op_Server0; in turn) by escalating there again; a failed check is
+ *    followed by a re-exploit and, if that succeeds, an escalation: a host restored or cleared
+ *    is taken back at once, wherever B_line has got to;
  *  - ENTERPRISE (Meander): red never touches the operational subnet (its scans, exploits and
  *    escalations skip it): a target of the enterprise's hosts instead of the plant. */
 #define WFRL_RED_VARIANT_SHIFT 5
@@ -214,6 +215,7 @@ typedef struct {
     cage2_red_action v_next; /* NOISY: the exploit that follows the extra scan */
     uint8_t v_scouted;      /* SCOUTING: bit k, User(k+1) scanned */
     uint8_t v_phase;        /* PERSISTENT: 0 none, 1 checked, 2 re-exploited, 3 re-escalated */
+    uint8_t v_taken;        /* PERSISTENT: bit k, B_line has escalated on foothold k */
     int8_t v_target;        /* PERSISTENT: the foothold of the phase */
     uint8_t v_ok;           /* the outcome of the variant's own last action */
     uint8_t prev_success;   /* 0 fail, 1 success, 2 unknown (start of episode) */
@@ -613,11 +615,14 @@ static inline int cage2_variant_action(wfrl_cage2 *e, cage2_red_action *ra)
             return 1;
         }
         e->v_phase = 0;
-        if (e->bl_stage != 14 || !(wfrl_rng_uniform(&e->rng) < 0.5)) return 0;
+        if (!e->v_taken || !(wfrl_rng_uniform(&e->rng) < 0.5)) return 0;
         const int U = e->bl_user;
         const int8_t held[4] = {(int8_t)U, (int8_t)((U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0),
                                 H_ENT2, H_OPS0};
-        e->v_target = held[e->v_count++ % 4];
+        int k = e->v_count % 4;   /* the next foothold taken, in turn */
+        while (!(e->v_taken >> k & 1)) k = (k + 1) % 4;
+        e->v_count = (uint8_t)(k + 1);
+        e->v_target = held[k];
         e->v_phase = 1;
         ra->type = RA_ESCALATE;
         ra->target = e->v_target;
@@ -765,6 +770,11 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     if (own) {
         e->prev_success = (uint8_t)ok;
         e->prev_has_data = (uint8_t)data;
+        if (e->red_variant == RV_PERSISTENT && ok && ra.type == RA_ESCALATE) {
+            /* B_line's escalation stages 3, 6, 10, 13: its footholds 0..3 */
+            const int k = e->bl_stage == 3 ? 0 : e->bl_stage == 6 ? 1 : e->bl_stage == 10 ? 2 : 3;
+            e->v_taken = (uint8_t)(e->v_taken | (1u << k));
+        }
     } else if (vact) {
         e->v_ok = (uint8_t)ok;
     }

@@ -68,7 +68,8 @@ def test_extension_exports_equal_python_constants():
     assert [core.RED_KINDS[r] for r in base.CAGE2_REDS + (base.MIXED,)] == list(range(4))
     # a variant: its base red's code and its schedule in bits 5-7 (csrc/wfrl_cage2.h RV_*)
     from wfrl.envs import reds
-    modes = {"Delayed": 1, "Bursty": 2, "Noisy": 3}
+    modes = {"Delayed": 1, "Bursty": 2, "Noisy": 3, "Scouting": 4, "Persistent": 5,
+             "Enterprise": 6}
     for name in reds.FAMILY:
         mode = next(m for m in modes if name.startswith(m))
         red = name[len(mode):]

@@ -146,23 +146,22 @@ def check_scouting(episodes) -> set:
 
 
 def check_persistent(calm, hunted):
-    """Against a sleeping blue: once B_line impacts, about half the steps are checks
-    (escalations) of its four footholds in turn. Against a restoring blue: a failed check on a
-    host is followed by an exploit of that host (the retake)."""
-    own, checks = 0, 0
+    """Against a sleeping blue: once B_line has escalated on its user host, about half the steps
+    are checks, escalations on hosts already escalated on, and B_line still reaches Impact.
+    Against a restoring blue: a failed check on a host is followed by an exploit of that host
+    (the retake). Returns the retakes."""
+    steps, checks, impacts = 0, 0, 0
     for acts in calm:
-        first = [a for a, _, _ in acts].index("Impact")
-        after = acts[first + 1:]
-        esc = [t for a, t, _ in after if a == "PrivilegeEscalate"]
-        checks += len(esc)
-        own += len(after)
-        assert all(ok for _, _, ok in after)   # nothing is lost against a sleeping blue
-        taken = list(dict.fromkeys(t for a, t, ok in acts[:first]
-                                   if a == "PrivilegeEscalate" and ok))
-        cycle = [taken[0], taken[1], "Enterprise2", "Op_Server0"]
-        for a, b in zip(esc, esc[1:]):
-            assert cycle.index(b) == (cycle.index(a) + 1) % 4, esc
-    assert 0.25 < checks / own < 0.55, (checks, own)
+        taken: set = set()
+        for a, t, ok in acts:
+            if taken:
+                steps += 1
+                checks += a == "PrivilegeEscalate" and t in taken
+            if a == "PrivilegeEscalate" and ok:
+                taken.add(t)
+        impacts += any(a == "Impact" for a, _, _ in acts)
+    assert 0.3 < checks / steps < 0.6, (checks, steps)
+    assert impacts >= len(calm) // 2
     retakes = 0
     for acts in hunted:
         for x, y in zip(acts, acts[1:]):

@@ -27,8 +27,8 @@ def check_blue_policy(name: str) -> str:
     if name in BLUE_POLICIES:
         return name
     if name.startswith("pretrained:") or os.path.exists(name):
-        from wfrl.evaluation.checkpoint import policy_of_checkpoint
-        policy_of_checkpoint(name)
+        from wfrl.runlog import load_checkpoint
+        load_checkpoint(name)   # a missing or damaged file: one line here
         return name
     return check_choice("blue policy (built in, or a checkpoint file or pretrained:NAME)", name,
                         BLUE_POLICIES)

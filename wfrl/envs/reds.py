@@ -15,10 +15,10 @@ defender might fail against it: docs/robustness.md):
 - `ScoutingB_lineAgent` (path): once B_line has listed the user subnet, red scans the services
   of every other user host, in a random order, and B_line is shown only the Linux ones (those
   offering smtp, User3 and User4): it enters there and goes on through Enterprise0;
-- `PersistentB_lineAgent` (persistence): once B_line impacts, each step with probability 1/2 red
-  first checks one of its four footholds in turn (its user host, its Enterprise host,
-  Enterprise2, Op_Server0) by escalating there; if the check fails it re-exploits the host and,
-  if that succeeds, escalates again;
+- `PersistentB_lineAgent` (persistence): once B_line has escalated on a host beyond User0, each
+  step with probability 1/2 red first checks one of the footholds B_line has escalated on (its
+  user host, its Enterprise host, Enterprise2, Op_Server0; in turn) by escalating there again;
+  if the check fails it re-exploits the host and, if that succeeds, escalates again;
 - `EnterpriseMeanderAgent` (target): Meander shown an action space without the operational
   subnet: it takes user and enterprise hosts and never the plant.
 
@@ -60,7 +60,7 @@ DELAY = (5, 25)    # the delayed variants' sleep at the start: uniform, steps
 BURST = 3          # the bursty variants' actions in a row
 PAUSE = (2, 5)     # and their pause after each burst: uniform, steps
 NOISE_P = 0.5      # the noisy variants' chance of a scan before an exploit
-CHECK_P = 0.5      # the persistent variant's chance, each step it impacts, of a foothold check
+CHECK_P = 0.5      # the persistent variant's chance, each step it holds a foothold, of a check
 SMTP = 25          # the port that marks a Linux user host to the scouting variant
 
 
@@ -120,6 +120,7 @@ def family_classes() -> dict:
             self.linux: list = []     # (scouting) those offering smtp
             self.scouted = False
             self.phase = self.k = self.checks = 0   # (persistent) see csrc/wfrl_cage2.h
+            self.taken: set = set()   # (persistent) footholds B_line has escalated on
             self.op_ips: set = set()  # (enterprise) addresses of the operational subnet seen
 
         def _acts(self) -> bool:
@@ -185,9 +186,12 @@ def family_classes() -> dict:
                 self.phase, self.mine = 3, "retake"
                 return history[escalates[self.k]]
             self.phase = 0
-            if self.agent.action != 14 or not random.random() < CHECK_P:
+            if not self.taken or not random.random() < CHECK_P:
                 return None
-            self.k, self.checks = self.checks % 4, self.checks + 1
+            k = self.checks % 4                        # the next foothold taken, in turn
+            while k not in self.taken:
+                k = (k + 1) % 4
+            self.k, self.checks = k, k + 1
             self.phase, self.mine = 1, "check"
             return history[escalates[self.k]]
 
@@ -210,6 +214,9 @@ def family_classes() -> dict:
         def get_action(self, observation, action_space):
             if self.fresh or self.seen is None:
                 self.seen = observation
+                if (self.mode == "persistent" and self.agent.action in escalates
+                        and _succeeded(observation)):   # B_line escalated: a foothold taken
+                    self.taken.add(escalates.index(self.agent.action))
             else:
                 self._saw(observation)
             if self.mode == "enterprise":

@@ -234,6 +234,7 @@ typedef struct {
     uint8_t comp[NH];
     uint8_t act[NH];
     cage2_entries entries[NH];
+    uint16_t touched;       /* bit h: entries[h] holds this step's entries (the rest are zero) */
 
     int32_t t;              /* blue steps taken in this episode */
     wfrl_rng rng;
@@ -308,6 +309,7 @@ static inline void cage2_entry(wfrl_cage2 *e, int h, int count, int port_bit, in
                                int r4444)
 {
     cage2_entries *x = &e->entries[h];
+    e->touched = (uint16_t)(e->touched | (1u << h));
     x->n = (uint16_t)(x->n + count);
     if (port_bit >= 0) x->ports |= (uint16_t)PB(port_bit);
     x->n_ephemeral = (uint8_t)(x->n_ephemeral + ephemeral);
@@ -332,6 +334,7 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     e->ports_mem[h] = (uint16_t)(cage2_ports_now(e, h) | (e->leaderboard ? e->ports_mem[h] : 0));
     e->ports_stored[h] = 1;
     cage2_entries *x = &e->entries[h];
+    e->touched = (uint16_t)(e->touched | (1u << h));
     x->n = (uint16_t)(x->n + cage2_conns_now(e, h));
     x->ports |= e->ports_mem[h];
     return 1;
@@ -682,7 +685,7 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
 static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
 {
     for (int h = 0; h < NH; ++h)
-        red_access[h] = cage2_has_priv(e, h) ? 2 : (cage2_n_sessions(e, h) > 0 ? 1 : 0);
+        red_access[h] = (uint8_t)(cage2_has_priv(e, h) + (cage2_n_sessions(e, h) > 0));
 }
 
 static inline void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
@@ -710,7 +713,10 @@ static inline int cage2_classify(const cage2_entries *x)
  * may be NULL). Order inside a step: blue, green (sleeps), red, reward, monitor, table. */
 static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
 {
-    memset(e->entries, 0, sizeof(e->entries));
+    /* clear last step's entries: only the hosts that had some */
+    for (uint32_t m = e->touched; m; m &= m - 1)
+        memset(&e->entries[cage2_lowest_bit(m)], 0, sizeof(cage2_entries));
+    e->touched = 0;
     int analysed = -1, cost10 = 0;   /* analysed: a host Analyse finds malware on */
 
     /* 1. blue */
@@ -730,6 +736,7 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
             }
             e->entries[h].n = 1;
             e->entries[h].first_decoy = 1;
+            e->touched = (uint16_t)(e->touched | (1u << h));
         }
     } else if (action >= WFRL_ACT_RESTORE && action < WFRL_ACT_RESTORE + NH) {
         cage2_restore(e, action - WFRL_ACT_RESTORE);
@@ -784,7 +791,7 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     /* 4. reward from the true state */
     int r10 = e->ot_running ? 0 : -100;
     for (int h = 0; h < NH; ++h)
-        if (cage2_has_priv(e, h)) r10 -= cage2_hosts[h].conf10;
+        r10 -= cage2_has_priv(e, h) * cage2_hosts[h].conf10;   /* no branch on red's hosts */
     r10 -= cost10;
 
     /* 5-6. monitor and blue table */
@@ -793,8 +800,10 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     } else if (action >= 15 && action < 15 + NH) {
         if (e->comp[action - 15] != COMP_NO) e->comp[action - 15] = COMP_UNKNOWN;
     }
-    for (int h = 0; h < NH; ++h) {
-        e->act[h] = e->entries[h].n ? (uint8_t)cage2_classify(&e->entries[h]) : ACT_NONE;
+    memset(e->act, ACT_NONE, sizeof(e->act));
+    for (uint32_t m = e->touched; m; m &= m - 1) {   /* the hosts with entries this step */
+        const int h = cage2_lowest_bit(m);
+        e->act[h] = (uint8_t)cage2_classify(&e->entries[h]);
         if (e->act[h] == ACT_EXPLOIT) e->comp[h] = COMP_USER;
     }
     if (analysed >= 0) e->comp[analysed] = COMP_PRIV;

@@ -145,11 +145,9 @@ def check_scouting(episodes) -> set:
     return entries
 
 
-def check_persistent(calm, hunted):
+def check_persistent(calm):
     """Against a sleeping blue: once B_line has escalated on its user host, about half the steps
-    are checks, escalations on hosts already escalated on, and B_line still reaches Impact.
-    Against a restoring blue: a failed check on a host is followed by an exploit of that host
-    (the retake). Returns the retakes."""
+    are checks, escalations on hosts already escalated on, and B_line still reaches Impact."""
     steps, checks, impacts = 0, 0, 0
     for acts in calm:
         taken: set = set()
@@ -162,13 +160,37 @@ def check_persistent(calm, hunted):
         impacts += any(a == "Impact" for a, _, _ in acts)
     assert 0.3 < checks / steps < 0.6, (checks, steps)
     assert impacts >= len(calm) // 2
-    retakes = 0
-    for acts in hunted:
-        for x, y in zip(acts, acts[1:]):
-            if x[0] == "PrivilegeEscalate" and not x[2] and y[:2] == ("ExploitRemoteService",
-                                                                        x[1]):
-                retakes += 1
-    return retakes
+
+
+def retake_rate(engine: str, red: str, episodes: int) -> tuple[float, int]:
+    """Blue restores red's user foothold three steps after B_line escalated there, and sleeps
+    otherwise: the share of episodes in which red exploits that host again within 12 steps
+    (B_line alone has moved on; only a failure sends it back), and the episodes tried."""
+    from wfrl.envs.actions import HOSTS
+    backend = make_backend(engine, red, seed=1)
+    hits = tried = 0
+    for ep in range(episodes):
+        backend.seed(ep)
+        backend.reset()
+        user, t_esc = None, -1
+        for t in range(40):
+            if user is not None and t == t_esc + 3:
+                backend.step(132 + HOSTS.index(user))   # Restore
+                break
+            backend.step(0)
+            a, target, ok = backend.last_red_action()
+            if user is None and a == "PrivilegeEscalate" and ok and target != "User0":
+                user, t_esc = target, t
+        if user is None:
+            continue
+        tried += 1
+        for _ in range(12):
+            backend.step(0)
+            a, target, _ok = backend.last_red_action()
+            if (a, target) == ("ExploitRemoteService", user):
+                hits += 1
+                break
+    return hits / max(tried, 1), tried
 
 
 def check_enterprise(episodes):
@@ -182,12 +204,6 @@ def check_enterprise(episodes):
     assert {"Enterprise0", "Enterprise1", "Enterprise2"} <= escalated
 
 
-def _restorer(obs):
-    """Restore the first host the observation shows compromised (react-restore)."""
-    from wfrl.tools.parity import blue_action
-    return blue_action("react-restore", obs, 0, np.random.default_rng(0))
-
-
 @pytest.mark.parametrize("engine", ["sim", pytest.param("cyborg", marks=[pytest.mark.cyborg,
                                                                          pytest.mark.slow])])
 def test_path_persistence_and_target_variants(engine):
@@ -195,9 +211,12 @@ def test_path_persistence_and_target_variants(engine):
     entries = check_scouting(_play(engine, "ScoutingB_lineAgent", n))
     if engine == "sim":
         assert entries == {"User3", "User4"}
-    retakes = check_persistent(_play(engine, "PersistentB_lineAgent", n),
-                               _play(engine, "PersistentB_lineAgent", 3 * n, _restorer))
-    assert retakes >= (10 if engine == "sim" else 1)
+    check_persistent(_play(engine, "PersistentB_lineAgent", n))
+    # a restored foothold is taken back at once (0.99 on the simulator; B_line alone 0.01)
+    rate, tried = retake_rate(engine, "PersistentB_lineAgent", 3 * n)
+    assert tried >= 2 * n and rate > 0.8, (rate, tried)
+    if engine == "sim":
+        assert retake_rate(engine, "B_lineAgent", 3 * n)[0] < 0.1
     check_enterprise(_play(engine, "EnterpriseMeanderAgent", n))
 
 

@@ -7,7 +7,10 @@ its two means ± se, and the seconds the run took to reach it at its own average
 (summary.json's wall time over its episodes); with --json, the whole table.
 
     python -m experiments.time_to_line RUN [RUN ...] [--backend sim] [--episodes 1000]
-        [--seed 153] [--bline -14.0] [--meander -16.77] [--json OUT]
+        [--seed 153] [--bline -14.0] [--meander -16.77] [--start N] [--json OUT]
+
+--start N plays only the policies from N episodes on: to confirm on CybORG, from the one before
+the simulator's crossing, a line the simulator found.
 """
 import argparse
 import json
@@ -18,12 +21,14 @@ from wfrl.evaluation.cage2 import cage2_evaluate
 
 
 def first_crossing(run: pathlib.Path, backend: str, episodes: int, seed: int, bline: float,
-                   meander: float) -> dict:
+                   meander: float, start: int = 0) -> dict:
     summary = json.loads((run / "summary.json").read_text())
     rate = summary["episodes"] / summary["wall_time_s"]
     tried = []
     for ck in sorted((run / "evals").glob("ep_*.pt")):
         n = int(re.search(r"ep_(\d+)", ck.name).group(1))
+        if n < start:
+            continue
         res = cage2_evaluate({"all": str(ck)}, backend=backend, episodes=episodes, seed=seed,
                              reds=("B_lineAgent", "RedMeanderAgent"), lengths=(100,), n_workers=1)
         by = {s["red_agent"]: s for s in res["settings"]}
@@ -44,11 +49,14 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=153)
     ap.add_argument("--bline", type=float, default=-14.0)
     ap.add_argument("--meander", type=float, default=-16.77)
+    ap.add_argument("--start", type=int, default=0, metavar="N",
+                    help="play only the policies from N episodes on")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     out = []
     for run in a.runs:
-        r = first_crossing(pathlib.Path(run), a.backend, a.episodes, a.seed, a.bline, a.meander)
+        r = first_crossing(pathlib.Path(run), a.backend, a.episodes, a.seed, a.bline, a.meander,
+                           a.start)
         out.append(r)
         if r["crossed"]:
             print(f"{run}: {r['episodes']} episodes ({r['seconds']} s at its rate): B_line-100 "

@@ -305,11 +305,17 @@ static inline int cage2_routable(const wfrl_cage2 *e, int h)
     return cage2_n_sessions(e, H_ENT0) + cage2_n_sessions(e, H_ENT1) + cage2_n_sessions(e, H_ENT2) > 0;
 }
 
+/* Host h's monitor entries of this step, to add to (marked touched: cleared and classified). */
+static inline cage2_entries *cage2_entries_of(wfrl_cage2 *e, int h)
+{
+    e->touched = (uint16_t)(e->touched | (1u << h));
+    return &e->entries[h];
+}
+
 static inline void cage2_entry(wfrl_cage2 *e, int h, int count, int port_bit, int ephemeral,
                                int r4444)
 {
-    cage2_entries *x = &e->entries[h];
-    e->touched = (uint16_t)(e->touched | (1u << h));
+    cage2_entries *x = cage2_entries_of(e, h);
     x->n = (uint16_t)(x->n + count);
     if (port_bit >= 0) x->ports |= (uint16_t)PB(port_bit);
     x->n_ephemeral = (uint8_t)(x->n_ephemeral + ephemeral);
@@ -333,8 +339,7 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     /* the leaderboard's code adds to what red remembered; today's replaces it */
     e->ports_mem[h] = (uint16_t)(cage2_ports_now(e, h) | (e->leaderboard ? e->ports_mem[h] : 0));
     e->ports_stored[h] = 1;
-    cage2_entries *x = &e->entries[h];
-    e->touched = (uint16_t)(e->touched | (1u << h));
+    cage2_entries *x = cage2_entries_of(e, h);
     x->n = (uint16_t)(x->n + cage2_conns_now(e, h));
     x->ports |= e->ports_mem[h];
     return 1;
@@ -423,10 +428,16 @@ static inline int cage2_red_impact(wfrl_cage2 *e, int h)
 }
 
 /* ---- red decisions -------------------------------------------------------------------- */
+/* The Enterprise host B_line goes on to from its user host U (the one U's escalation reveals). */
+static inline int cage2_bline_enterprise(int U)
+{
+    return (U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0;
+}
+
 static inline cage2_red_action cage2_bline_stage_action(const wfrl_cage2 *e, int a)
 {
     const int U = e->bl_user;
-    const int E = (U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0;
+    const int E = cage2_bline_enterprise(U);
     cage2_red_action r;
     switch (a) {
     case 0: r.type = RA_DRS; r.target = SUB_USER; break;
@@ -620,8 +631,7 @@ static inline int cage2_variant_action(wfrl_cage2 *e, cage2_red_action *ra)
         e->v_phase = 0;
         if (!e->v_taken || !(wfrl_rng_uniform(&e->rng) < 0.5)) return 0;
         const int U = e->bl_user;
-        const int8_t held[4] = {(int8_t)U, (int8_t)((U == H_U1 || U == H_U2) ? H_ENT1 : H_ENT0),
-                                H_ENT2, H_OPS0};
+        const int8_t held[4] = {(int8_t)U, (int8_t)cage2_bline_enterprise(U), H_ENT2, H_OPS0};
         int k = e->v_count % 4;   /* the next foothold taken, in turn */
         while (!(e->v_taken >> k & 1)) k = (k + 1) % 4;
         e->v_count = (uint8_t)(k + 1);
@@ -734,9 +744,9 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
             } else {
                 e->decoys[h] = (uint8_t)(e->decoys[h] | (1u << k));
             }
-            e->entries[h].n = 1;
-            e->entries[h].first_decoy = 1;
-            e->touched = (uint16_t)(e->touched | (1u << h));
+            cage2_entries *x = cage2_entries_of(e, h);
+            x->n = 1;
+            x->first_decoy = 1;
         }
     } else if (action >= WFRL_ACT_RESTORE && action < WFRL_ACT_RESTORE + NH) {
         cage2_restore(e, action - WFRL_ACT_RESTORE);

@@ -60,6 +60,16 @@ def main(argv=None):
     a.out = a.out or os.path.join(DATA, ref.file)
     if a.check is not None:
         return _check(a)
+    # one recording of a file at a time, from before it is read: a second would write back
+    # without the first's pairs
+    import hashlib
+    import tempfile
+    key = hashlib.sha1(os.path.abspath(a.out).encode()).hexdigest()[:16]
+    lock = open(os.path.join(tempfile.gettempdir(), f"wfrl-record-{key}.lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        ap.error(f"{a.out} is being recorded by another run")
     play = ref.reds
     kept: dict = {}
     kept_full: dict = {}
@@ -82,15 +92,6 @@ def main(argv=None):
                    any(pair_key(r, p) not in kept for p in ref.policies)]
         if missing:
             ap.error(f"{a.out} lacks {', '.join(missing)}: record them too")
-    # one recording of a file at a time: a second would write back without the first's pairs
-    import hashlib
-    import tempfile
-    key = hashlib.sha1(os.path.abspath(a.out).encode()).hexdigest()[:16]
-    lock = open(os.path.join(tempfile.gettempdir(), f"wfrl-record-{key}.lock"), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        ap.error(f"{a.out} is being recorded by another run")
     tasks = [(ref.backend, red, pol, s, min(CHUNK, ref.episodes[pol] - s))
              for red in play for pol in ref.policies
              for s in range(0, ref.episodes[pol], CHUNK)]

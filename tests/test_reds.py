@@ -9,8 +9,9 @@ from wfrl.envs import make_backend
 from wfrl.envs.reds import DELAY, FAMILY, PAUSE, POOLS, pool_member
 
 
-def _red_actions(backend, episodes: int, seed: int = 0) -> list[list[tuple[str, str]]]:
-    """Red's (action, target) per step of each episode against a sleeping blue."""
+def _red_actions(backend, episodes: int, seed: int = 0, ok: bool = False) -> list[list[tuple]]:
+    """Red's (action, target) per step of each episode against a sleeping blue (ok: and
+    whether it succeeded)."""
     out = []
     for ep in range(episodes):
         backend.seed(seed + ep)
@@ -18,8 +19,8 @@ def _red_actions(backend, episodes: int, seed: int = 0) -> list[list[tuple[str, 
         acts = []
         for _ in range(100):
             backend.step(0)
-            name, target, _ok = backend.last_red_action()
-            acts.append((name, target))
+            name, target, success = backend.last_red_action()
+            acts.append((name, target, success) if ok else (name, target))
         out.append(acts)
     return out
 
@@ -110,19 +111,9 @@ def test_variant_schedules_on_cyborg(base):
     check_schedules("cyborg", base, (6, 4, 10), 0.2, 3)
 
 
-def _play(engine: str, red: str, episodes: int, blue=None, seed: int = 0):
-    """Red's (action, target, success) per step of each episode; blue: obs -> action (sleep)."""
-    backend = make_backend(engine, red, seed=1)
-    out = []
-    for ep in range(episodes):
-        backend.seed(seed + ep)
-        obs, _ = backend.reset()
-        acts = []
-        for _ in range(100):
-            obs, _r, _ra = backend.step(0 if blue is None else blue(obs))
-            acts.append(backend.last_red_action())
-        out.append(acts)
-    return out
+def _play(engine: str, red: str, episodes: int):
+    """Red's (action, target, success) per step of each episode against a sleeping blue."""
+    return _red_actions(make_backend(engine, red, seed=1), episodes, ok=True)
 
 
 USERS = ("User1", "User2", "User3", "User4")

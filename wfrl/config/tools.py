@@ -26,8 +26,8 @@ def check_blue_policy(name: str) -> str:
     workflow of its own, played greedily."""
     if name in BLUE_POLICIES:
         return name
-    if name.startswith("pretrained:") or os.path.exists(name):
-        from wfrl.runlog import load_checkpoint
+    from wfrl.runlog import PRETRAINED_PREFIX, load_checkpoint
+    if name.startswith(PRETRAINED_PREFIX) or os.path.exists(name):
         load_checkpoint(name)   # a missing or damaged file: one line here
         return name
     return check_choice("blue policy (built in, or a checkpoint file or pretrained:NAME)", name,

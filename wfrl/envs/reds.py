@@ -45,8 +45,6 @@ POOLS = {"family": FAMILY,
          "family-heldout": ("DelayedMeanderAgent", "BurstyB_lineAgent", "NoisyMeanderAgent",
                             "ScoutingB_lineAgent", "PersistentB_lineAgent",
                             "EnterpriseMeanderAgent")}
-KIND = {"delayed": "timing", "bursty": "timing", "noisy": "noise", "scouting": "path",
-        "persistent": "persistence", "enterprise": "target"}
 POOL_CODES = {"family": 4, "family-train": 5, "family-heldout": 6}
 
 

@@ -198,7 +198,7 @@ typedef struct {
 
     /* -- red knowledge (shared by both red agents) ----------------------------------------- */
     uint16_t known_ip, known_host;  /* bit h: red knows host h's IP / hostname */
-    uint8_t known_subnet[N_SUB];
+    uint8_t known_subnets;      /* bit s: red knows subnet s (SUB_*) */
     uint8_t ports_stored[NH];   /* red stored a routable scan of this IP */
     uint16_t ports_mem[NH];     /* ports remembered from the last routable scan */
     uint8_t ot_known;
@@ -226,9 +226,9 @@ typedef struct {
     uint8_t bl_stage, bl_user;
     uint16_t bl_cached;     /* bit k: stage k built */
     /* Meander (IPs are host indices) */
-    uint8_t m_scanned_subnet[N_SUB];
+    uint8_t m_scanned_subnets;  /* bit s: subnet s scanned */
     uint16_t m_scanned_ip, m_exploited, m_escalated, m_in_map;   /* bit h: host h */
-    int8_t m_last_ip, m_last_host;
+    uint16_t m_last_ip, m_last_host;   /* bit h: the IP / host of red's last exploit / escalation */
 
     /* -- blue view ------------------------------------------------------------------------- */
     uint8_t comp[NH];
@@ -243,7 +243,7 @@ typedef struct {
 /* ---- small helpers ------------------------------------------------------------------------- */
 static inline int cage2_has_priv(const wfrl_cage2 *e, int h)
 {
-    return e->n_priv[h] > 0 || h == H_U0; /* the foothold is SYSTEM and permanent */
+    return (e->n_priv[h] > 0) | (h == H_U0); /* the foothold is SYSTEM and permanent */
 }
 
 static inline int cage2_n_sessions(const wfrl_cage2 *e, int h)
@@ -251,14 +251,16 @@ static inline int cage2_n_sessions(const wfrl_cage2 *e, int h)
     return e->n_user_rm[h] + e->n_user_keep[h] + e->n_priv[h] + (h == H_U0);
 }
 
+/* Set bits of each byte value (portable builds have no popcnt instruction, and the builtin
+ * becomes a call): two loads count a host set. */
+#define CAGE2_POP2(n) n, n + 1, n + 1, n + 2
+#define CAGE2_POP4(n) CAGE2_POP2(n), CAGE2_POP2(n + 1), CAGE2_POP2(n + 1), CAGE2_POP2(n + 2)
+#define CAGE2_POP6(n) CAGE2_POP4(n), CAGE2_POP4(n + 1), CAGE2_POP4(n + 1), CAGE2_POP4(n + 2)
+static const uint8_t cage2_pop8[256] = {CAGE2_POP6(0), CAGE2_POP6(1), CAGE2_POP6(1), CAGE2_POP6(2)};
+
 static inline int cage2_popcount16(uint16_t x)
 {
-    /* SWAR: portable builds have no popcnt instruction, and the builtin becomes a call */
-    uint32_t v = x;
-    v = v - ((v >> 1) & 0x5555u);
-    v = (v & 0x3333u) + ((v >> 2) & 0x3333u);
-    v = (v + (v >> 4)) & 0x0F0Fu;
-    return (int)((v + (v >> 8)) & 0x1Fu);
+    return cage2_pop8[x & 0xFFu] + cage2_pop8[x >> 8];
 }
 
 /* Index of the lowest set bit of x (x != 0). */
@@ -273,6 +275,27 @@ static inline int cage2_lowest_bit(uint32_t x)
 #endif
 }
 
+/* Index of the k-th lowest set bit of x (x < 2^16, k < its popcount), without a branch: a
+ * search over the low byte and the low nibble, then a table. Red's random choices among hosts and
+ * exploits land here; a data-dependent loop would mispredict on most of them. */
+static inline int cage2_select_bit(uint32_t x, uint32_t k)
+{
+    /* sel4[v][k]: the k-th set bit of the nibble v */
+    static const uint8_t sel4[16][4] = {
+        {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}, {2, 0, 0, 0}, {0, 2, 0, 0},
+        {1, 2, 0, 0}, {0, 1, 2, 0}, {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
+        {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
+    uint32_t c, m;
+    int base = 0;
+    c = cage2_pop8[x & 0xFFu];                       /* set bits in the low byte */
+    m = 0u - (uint32_t)(k >= c);
+    k -= c & m; base += (int)(8u & m); x >>= (8u & m);
+    c = cage2_pop8[x & 0x0Fu];                       /* in the low nibble */
+    m = 0u - (uint32_t)(k >= c);
+    k -= c & m; base += (int)(4u & m); x >>= (4u & m);
+    return base + sel4[x & 0x0Fu][k & 3u];
+}
+
 static inline void cage2_add_session(uint8_t *count)
 {
     if (*count < 255) ++*count;
@@ -282,14 +305,12 @@ static inline void cage2_add_session(uint8_t *count)
  * bit by bit; Vsftpd stacks on port 80). */
 static inline uint16_t cage2_ports_now(const wfrl_cage2 *e, int h)
 {
-    uint16_t p = cage2_hosts[h].ports;
-    uint32_t d = e->decoys[h] & ~(1u << D_VSFTPD);
-    while (d) {
-        p |= (uint16_t)PB(cage2_decoy_port[cage2_lowest_bit(d)]);
-        d &= d - 1;
-    }
-    if (e->n_vsftpd[h]) p |= (uint16_t)PB(P80);
-    return p;
+    uint32_t p = cage2_hosts[h].ports;
+    const uint32_t d = e->decoys[h];   /* its Vsftpd bit is never set */
+    for (int k = 0; k < N_DECOYS; ++k)   /* unrolled: no branch on which decoys are placed */
+        p |= PB(cage2_decoy_port[k]) & (0u - ((d >> k) & 1u));
+    p |= PB(P80) & (0u - (uint32_t)(e->n_vsftpd[h] != 0));
+    return (uint16_t)p;
 }
 
 static inline int cage2_conns_now(const wfrl_cage2 *e, int h)
@@ -322,6 +343,10 @@ static inline void cage2_entry(wfrl_cage2 *e, int h, int count, int port_bit, in
     if (r4444) x->has4444 = 1;
 }
 
+/* Host sets as bits (bit h: host h). */
+#define CAGE2_OP_HOSTS ((uint16_t)((1u << H_OPH0) | (1u << H_OPH1) | (1u << H_OPH2) | (1u << H_OPS0)))
+#define CAGE2_ENT_HOSTS ((uint16_t)((1u << H_ENT0) | (1u << H_ENT1) | (1u << H_ENT2)))
+
 /* ---- red actions ---------------------------------------------------------------------- */
 static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
 {
@@ -347,32 +372,33 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
 
 static inline int cage2_exploit_offered(uint16_t mem, int x)
 {
-    if (x == X_SQLI) return (mem & PB(P3390)) && (mem & (PB(P80) | PB(P443)));
+    if (x == X_SQLI) return ((mem & PB(P3390)) != 0) & ((mem & (PB(P80) | PB(P443))) != 0);
     return (mem >> cage2_exploit_port[x]) & 1;
 }
 
 static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
 {
     if (!e->ports_stored[h]) return 0;
-    int cand[N_EXPLOITS], nc = 0;
+    uint32_t offered = 0;   /* bit x: exploit x is offered (unrolled, no branch) */
     for (int x = 0; x < N_EXPLOITS; ++x)
-        if (cage2_exploit_offered(e->ports_mem[h], x)) cand[nc++] = x;
-    if (nc == 0) return 0;
-    int x = cand[0];
-    if (nc > 1) {
+        offered |= (uint32_t)cage2_exploit_offered(e->ports_mem[h], x) << x;
+    if (offered == 0) return 0;
+    int x = cage2_lowest_bit(offered);
+    const uint32_t rest = offered & (offered - 1);
+    if (rest) {
         /* Top weight with probability 0.75, otherwise uniform among the rest. */
-        const int other = cand[1 + (int)wfrl_rng_below(&e->rng, (uint32_t)(nc - 1))];
-        if (!(wfrl_rng_uniform(&e->rng) < 0.75)) x = other;
+        const int nr = cage2_popcount16((uint16_t)rest);
+        const int other = cage2_select_bit(rest, wfrl_rng_below(&e->rng, (uint32_t)nr));
+        x = wfrl_rng_uniform(&e->rng) < 0.75 ? x : other;
     }
     if (!cage2_routable(e, h)) return 0;
     const int port = cage2_exploit_port[x];
     int result = cage2_hosts[h].real[x];
     int decoy = 0;
     if (result == R_NONE) {
-        for (int k = 0; k < N_DECOYS; ++k) {
-            const int placed = (k == D_VSFTPD) ? e->n_vsftpd[h] > 0 : (e->decoys[h] >> k & 1);
-            if (placed && cage2_decoy_exploit[k] == x) decoy = 1;
-        }
+        const uint32_t placed = e->decoys[h] | ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
+        for (int k = 0; k < N_DECOYS; ++k)
+            decoy |= (int)((placed >> k) & 1u) & (cage2_decoy_exploit[k] == x);
         if (!decoy) return 0; /* no process with that (type, port): silent failure */
     }
     if (x == X_SSH) {
@@ -411,10 +437,11 @@ static inline int cage2_red_escalate(wfrl_cage2 *e, int h)
         e->malware[h] = 1;
     }
     /* Success: red explores the host. */
-    if (cage2_hosts[h].link >= 0) e->known_ip = (uint16_t)(e->known_ip | (1u << cage2_hosts[h].link));
-    if (h == H_ENT0 || h == H_ENT1 || h == H_ENT2) e->known_subnet[SUB_ENT] = 1;
+    const int link = cage2_hosts[h].link;
+    e->known_ip = (uint16_t)(e->known_ip | ((1u << (link & 15)) & (0u - (uint32_t)(link >= 0))));
+    e->known_subnets = (uint8_t)(e->known_subnets | (((CAGE2_ENT_HOSTS >> h) & 1u) << SUB_ENT));
     if (h == H_OPS0) {
-        e->known_subnet[SUB_OP] = 1;
+        e->known_subnets = (uint8_t)(e->known_subnets | (1u << SUB_OP));
         e->ot_known = 1;
     }
     return 1;
@@ -484,53 +511,33 @@ static inline cage2_red_action cage2_bline_decide(wfrl_cage2 *e)
     return cage2_bline_stage_action(e, a);
 }
 
-/* Host sets as bits (bit h: host h). */
-#define CAGE2_OP_HOSTS ((uint16_t)((1u << H_OPH0) | (1u << H_OPH1) | (1u << H_OPH2) | (1u << H_OPS0)))
-#define CAGE2_ENT_HOSTS ((uint16_t)((1u << H_ENT0) | (1u << H_ENT1) | (1u << H_ENT2)))
-
-static inline void cage2_meander_unescalate_all(wfrl_cage2 *e, uint16_t hosts)
-{
-    const uint16_t drop = e->m_escalated & hosts;
-    e->m_escalated = (uint16_t)(e->m_escalated & ~drop);
-    e->m_exploited = (uint16_t)(e->m_exploited & ~drop);
-}
-
 static inline void cage2_meander_bookkeeping(wfrl_cage2 *e)
 {
-    const int s = e->prev_success == 1;
-    if (e->m_last_ip >= 0) {
-        const uint16_t ip = (uint16_t)(1u << e->m_last_ip);
-        if (s) {
-            e->m_in_map |= ip;
-        } else {
-            /* Failed exploit: forget it, then forget every Operational conquest, or else every
-             * Enterprise one (bug B9's cascade). */
-            e->m_exploited = (uint16_t)(e->m_exploited & ~ip);
-            if (e->m_escalated & CAGE2_OP_HOSTS) cage2_meander_unescalate_all(e, CAGE2_OP_HOSTS);
-            else if (e->m_escalated & CAGE2_ENT_HOSTS)
-                cage2_meander_unescalate_all(e, CAGE2_ENT_HOSTS);
-        }
-        e->m_last_ip = -1;
+    const uint32_t ip = e->m_last_ip, hb = e->m_last_host;
+    e->m_last_ip = e->m_last_host = 0;
+    if (e->prev_success == 1) {   /* mostly: one predictable branch */
+        e->m_in_map = (uint16_t)(e->m_in_map | ip);
+        return;
     }
-    if (e->m_last_host >= 0) {
-        const uint16_t h = (uint16_t)(1u << e->m_last_host);
-        if (!s) {
-            e->m_escalated = (uint16_t)(e->m_escalated & ~h);
-            if (e->m_in_map & h) e->m_exploited = (uint16_t)(e->m_exploited & ~h);
-        }
-        e->m_last_host = -1;
+    if (ip) {
+        /* Failed exploit: forget it, then forget every Operational conquest, or else every
+         * Enterprise one (bug B9's cascade). */
+        const uint32_t op = e->m_escalated & CAGE2_OP_HOSTS, ent = e->m_escalated & CAGE2_ENT_HOSTS;
+        const uint32_t drop = op ? op : ent;
+        e->m_escalated = (uint16_t)(e->m_escalated & ~drop);
+        e->m_exploited = (uint16_t)(e->m_exploited & ~(drop | ip));
     }
+    /* failed escalation */
+    e->m_escalated = (uint16_t)(e->m_escalated & ~hb);
+    e->m_exploited = (uint16_t)(e->m_exploited & ~(hb & e->m_in_map));
 }
 
 /* Uniform choice among the hosts whose bit is set in `ok` (the k-th set bit, k uniform, in host
  * order); -1 if none. */
 static inline int cage2_pick(wfrl_cage2 *e, uint16_t ok)
 {
-    const int n = cage2_popcount16(ok);
-    if (n == 0) return -1;
-    int k = (int)wfrl_rng_below(&e->rng, (uint32_t)n);
-    while (k--) ok = (uint16_t)(ok & (ok - 1));   /* drop the lowest k set bits */
-    return cage2_lowest_bit(ok);
+    if (ok == 0) return -1;
+    return cage2_select_bit(ok, wfrl_rng_below(&e->rng, (uint32_t)cage2_popcount16(ok)));
 }
 
 static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
@@ -538,22 +545,20 @@ static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
     cage2_red_action r;
     /* the hosts red may act on (ENTERPRISE: none operational) */
     const int no_op = e->red_variant == RV_ENTERPRISE;
-    const uint16_t may = no_op ? (uint16_t)(~CAGE2_OP_HOSTS & ((1u << NH) - 1))
-                               : (uint16_t)((1u << NH) - 1);
+    const uint16_t may = (uint16_t)(((1u << NH) - 1) & ~(CAGE2_OP_HOSTS & (0u - (uint32_t)no_op)));
     cage2_meander_bookkeeping(e);
     if (e->m_escalated & (1u << H_OPS0)) {
-        e->m_last_host = H_OPS0;
+        e->m_last_host = 1u << H_OPS0;
         r.type = RA_IMPACT; r.target = H_OPS0;
         return r;
     }
-    static const int order[N_SUB] = {SUB_ENT, SUB_OP, SUB_USER};
-    for (int i = 0; i < N_SUB; ++i) {
-        const int sn = order[i];
-        if (e->known_subnet[sn] && !e->m_scanned_subnet[sn] && !(no_op && sn == SUB_OP)) {
-            e->m_scanned_subnet[sn] = 1;
-            r.type = RA_DRS; r.target = (int8_t)sn;
-            return r;
-        }
+    /* a known subnet not scanned yet, in the order Enterprise, Operational, User */
+    const uint32_t todo = e->known_subnets & ~e->m_scanned_subnets & ~((uint32_t)no_op << SUB_OP);
+    if (todo) {
+        const int sn = todo & (1u << SUB_ENT) ? SUB_ENT : todo & (1u << SUB_OP) ? SUB_OP : SUB_USER;
+        e->m_scanned_subnets = (uint8_t)(e->m_scanned_subnets | (1u << sn));
+        r.type = RA_DRS; r.target = (int8_t)sn;
+        return r;
     }
     int h = cage2_pick(e, (uint16_t)(may & e->known_ip & ~e->m_scanned_ip));
     if (h >= 0) {
@@ -565,14 +570,14 @@ static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)
                                  (~e->m_in_map | e->m_exploited)));
     if (h >= 0) {
         e->m_escalated = (uint16_t)(e->m_escalated | (1u << h));
-        e->m_last_host = (int8_t)h;
+        e->m_last_host = (uint16_t)(1u << h);
         r.type = RA_ESCALATE; r.target = (int8_t)h;
         return r;
     }
     h = cage2_pick(e, (uint16_t)(may & e->known_ip & ~e->m_exploited));
     if (h >= 0) {
         e->m_exploited = (uint16_t)(e->m_exploited | (1u << h));
-        e->m_last_ip = (int8_t)h;
+        e->m_last_ip = (uint16_t)(1u << h);
         r.type = RA_EXPLOIT; r.target = (int8_t)h;
         return r;
     }
@@ -647,10 +652,9 @@ static inline int cage2_variant_action(wfrl_cage2 *e, cage2_red_action *ra)
 /* ---- blue actions --------------------------------------------------------------------- */
 static inline int cage2_decoy_placeable(const wfrl_cage2 *e, int h, int k)
 {
-    const int os = cage2_decoy_os[k];
-    if (os == 1 && !cage2_hosts[h].linux_os) return 0;
-    if (os == 2 && cage2_hosts[h].linux_os) return 0;
-    return !((cage2_ports_now(e, h) >> cage2_decoy_needs_free[k]) & 1);
+    const int os = cage2_decoy_os[k], lin = cage2_hosts[h].linux_os;
+    const int os_ok = (os == 0) | ((os == 1) & lin) | ((os == 2) & !lin);
+    return os_ok & !((cage2_ports_now(e, h) >> cage2_decoy_needs_free[k]) & 1);
 }
 
 static inline void cage2_restore(wfrl_cage2 *e, int h)
@@ -687,9 +691,8 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     e->ot_pid_valid = 1;
     e->known_ip = 1u << H_U0;
     e->known_host = 1u << H_U0;
-    e->known_subnet[SUB_USER] = 1;
+    e->known_subnets = 1u << SUB_USER;
     e->prev_success = 2;
-    e->m_last_ip = e->m_last_host = -1;
 }
 
 static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
@@ -698,15 +701,19 @@ static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_acces
         red_access[h] = (uint8_t)(cage2_has_priv(e, h) + (cage2_n_sessions(e, h) > 0));
 }
 
+/* A host's four observation bits by activity (ACT_*) and compromise (COMP_*): the activity
+ * bits are "any activity" and "an exploit", the compromise bits 01 unknown, 10 user, 11 root. */
+static const float cage2_obs_bits[3][4][4] = {
+    {{0, 0, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {0, 0, 1, 1}},
+    {{1, 0, 0, 0}, {1, 0, 1, 0}, {1, 0, 0, 1}, {1, 0, 1, 1}},
+    {{1, 1, 0, 0}, {1, 1, 1, 0}, {1, 1, 0, 1}, {1, 1, 1, 1}},
+};
+
 static inline void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
 {
-    for (int h = 0; h < NH; ++h) {
-        const int a = e->act[h], c = e->comp[h];
-        obs[4 * h + 0] = a != ACT_NONE;
-        obs[4 * h + 1] = a == ACT_EXPLOIT;
-        obs[4 * h + 2] = c == COMP_UNKNOWN || c == COMP_PRIV;
-        obs[4 * h + 3] = c == COMP_USER || c == COMP_PRIV;
-    }
+    /* a table row per host: no branch on what the host shows (it changes from step to step) */
+    for (int h = 0; h < NH; ++h)
+        memcpy(obs + 4 * h, cage2_obs_bits[e->act[h]][e->comp[h]], 4 * sizeof(float));
 }
 
 static inline int cage2_classify(const cage2_entries *x)

@@ -125,20 +125,59 @@ def test_speed_targets(benchmark):
     assert speedup >= 2000
 
 
+N_DEFENDED = 256
+
+
+def _defended_actions(reds):
+    """The shipped specialist's greedy actions (int32 [100, N_DEFENDED]) on N_DEFENDED episodes
+    of each red, played on the simulator: replayed on the same episode seeds they give the same
+    episodes again, so a timed replay costs the simulator alone."""
+    from wfrl.tools.parity import LearnedBlue
+    n = N_DEFENDED
+    obs, acc = np.zeros((n, 52), np.float32), np.zeros((n, 13), np.uint8)
+    rew, done = np.zeros(n, np.float32), np.zeros(n, np.uint8)
+    seeds = np.arange(n, dtype=np.uint64) + 10_000
+    blue = LearnedBlue("pretrained:critical_first", n)
+    actions = {}
+    for r in reds:
+        sim = Cage2Sim(n, r)
+        blue.begin()
+        sim.reset_batch(seeds, obs, acc)
+        played = []
+        for _ in range(100):
+            a = blue.act(obs)
+            played.append(a)
+            sim.step_batch(a, obs, rew, done, acc)
+        actions[r] = np.stack(played)
+    return seeds, actions
+
+
 def test_red_family_step_rate(benchmark):
     """The simulator's steps per second with each red of the family (wfrl.envs.reds) and the
-    pools against B_line, side by side: rounds interleaved, CPU time, the C loop of one env with
-    a uniform-random blue. Asserted: every variant at ≥ 0.7× its base red's rate, and the B_line
-    variants at ≥ 0.7× B_line's. A schedule adds a branch (≈ 0.9-1.0×); the persistent variant
-    takes back every host the random blue restores, exploits B_line alone never plays (≈ 0.75×,
-    about 13 ns a step). The Meander variants run at about Meander's own rate, ≈ 0.7× B_line's:
-    Meander acts on a random host each step, where B_line settles into Impact.
+    pools against B_line, side by side (rounds interleaved, CPU time), under two blues:
+      * defended: the shipped specialist's play (pretrained:critical_first, greedy), recorded
+        once and replayed through Cage2Sim.step_batch on the same episode seeds (the episodes
+        training and evaluation produce: blue restores, red takes hosts back);
+      * random: one env in the C loop with a uniform-random blue. There B_line spends about
+        three steps in four on Impact, the cheapest step there is, while a Meander-based red
+        keeps scanning, exploiting and escalating across hosts.
+    Asserted: every red of the family at >= 0.8x B_line's rate under the defended blue (measured
+    0.82-1.1x); under the random blue, floors below the figures measured (a variant >= 0.7x its
+    base red's rate, a B_line variant >= 0.65x B_line's, a Meander one >= 0.55x: Meander
+    itself runs at about 0.76x there, and enterprise Meander, which never reaches Impact, at
+    about 0.61x).
         .venv/bin/python -m pytest bench/test_bench_sim.py -k family -s
     """
     from wfrl.envs.reds import FAMILY, POOLS
     reds = ("B_lineAgent", "RedMeanderAgent") + FAMILY + tuple(POOLS)
     sims = {r: Cage2Sim(1, r) for r in reds}
+    family = ("B_lineAgent", "RedMeanderAgent") + FAMILY
+    seeds, actions = _defended_actions(family)
+    batch = {r: Cage2Sim(N_DEFENDED, r) for r in family}
+    obs, acc = np.zeros((N_DEFENDED, 52), np.float32), np.zeros((N_DEFENDED, 13), np.uint8)
+    rew, done = np.zeros(N_DEFENDED, np.float32), np.zeros(N_DEFENDED, np.uint8)
     per_step = {r: [] for r in reds}
+    defended = {r: [] for r in family}
     steps = SINGLE_STEPS // 2
 
     def one_round():
@@ -146,17 +185,33 @@ def test_red_family_step_rate(benchmark):
             t = time.process_time()
             sim.random_rollout(0, steps, 11)
             per_step[r].append((time.process_time() - t) / steps)
+        for r, sim in batch.items():
+            for _ in range(4):   # four replays of each, back to back
+                sim.reset_batch(seeds, obs, acc)
+                t = time.process_time()
+                for a in actions[r]:
+                    sim.step_batch(a, obs, rew, done, acc)
+                defended[r].append((time.process_time() - t) / (100 * N_DEFENDED))
 
     benchmark.group = "cage2-reds"
     benchmark.pedantic(one_round, rounds=6, iterations=1, warmup_rounds=1)
-    med = {r: float(np.median(v[1:])) for r, v in per_step.items()}
+    med = {r: float(np.median(v[2:])) for r, v in per_step.items()}
+    dmed = {r: float(np.median(v[2:])) for r, v in defended.items()}
     ratio = {r: med["B_lineAgent"] / med[r] for r in reds}
+    dratio = {r: dmed["B_lineAgent"] / dmed[r] for r in family}
     own = {r: med["B_lineAgent" if "B_line" in r else "RedMeanderAgent"] / med[r] for r in FAMILY}
     benchmark.extra_info.update({f"{r}_ns_per_step": med[r] * 1e9 for r in reds})
     benchmark.extra_info.update({f"{r}_rate_vs_b_line": ratio[r] for r in reds})
     benchmark.extra_info.update({f"{r}_rate_vs_base": own[r] for r in FAMILY})
-    print("\n" + "\n".join(
-        f"{r:22s} {med[r] * 1e9:7.1f} ns/step  {ratio[r]:5.2f}× B_line's rate"
-        + (f"  {own[r]:5.2f}× its base red's" if r in own else "") for r in reds))
+    benchmark.extra_info.update({f"{r}_defended_ns_per_step": dmed[r] * 1e9 for r in family})
+    benchmark.extra_info.update({f"{r}_defended_rate_vs_b_line": dratio[r] for r in family})
+    print("\nred                     defended blue (step_batch)    random blue (C loop)")
+    print("\n".join(
+        f"{r:22s} " + (f"{dmed[r] * 1e9:6.1f} ns  {dratio[r]:5.2f}x B_line's   " if r in dmed
+                       else " " * 29)
+        + f"{med[r] * 1e9:6.1f} ns  {ratio[r]:5.2f}x B_line's"
+        + (f"  {own[r]:5.2f}x its base red's" if r in own else "") for r in reds))
+    assert all(dratio[r] >= 0.8 for r in FAMILY), dratio
     assert all(v >= 0.7 for v in own.values()), own
-    assert all(ratio[r] >= 0.7 for r in FAMILY if "B_line" in r), ratio
+    assert all(ratio[r] >= 0.65 for r in FAMILY if "B_line" in r), ratio
+    assert all(ratio[r] >= 0.55 for r in FAMILY), ratio

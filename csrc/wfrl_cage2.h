@@ -40,9 +40,12 @@ static const uint8_t cage2_decoy_port[N_DECOYS] = {P80, P21, P25, P139, P22, P33
 static const uint8_t cage2_decoy_needs_free[N_DECOYS] = {P80, P21, P25, P139, P22, P3389, P443, P21};
 /* OS requirement: 0 any, 1 Linux, 2 Windows. */
 static const uint8_t cage2_decoy_os[N_DECOYS] = {0, 2, 1, 2, 0, 2, 0, 1};
-/* The exploit a decoy service answers (same (type, port) as the real service). */
-static const uint8_t cage2_decoy_exploit[N_DECOYS] = {X_HTTP, X_FTP, X_HARAKA, X_EB, X_SSH, X_BK,
-                                                      X_HTTPS, X_HTTP};
+/* The decoys that answer each exploit (same (type, port) as the real service), bit k for decoy
+ * k: FTP femitter, Haraka haraka, HTTPS tomcat, HTTP apache and vsftpd, EternalBlue smss,
+ * BlueKeep svchost, SSH sshd; none answers SQL injection. */
+static const uint8_t cage2_exploit_decoys[N_EXPLOITS] = {
+    1u << D_FEMITTER, 1u << D_HARAKA, 0, 1u << D_TOMCAT, (1u << D_APACHE) | (1u << D_VSFTPD),
+    1u << D_SMSS, 1u << D_SVCHOST, 1u << D_SSHD};
 
 /* ---- static host table -------------------------------------------------------------------- */
 typedef struct {
@@ -201,6 +204,7 @@ typedef struct {
     uint8_t known_subnets;      /* bit s: red knows subnet s (SUB_*) */
     uint8_t ports_stored[NH];   /* red stored a routable scan of this IP */
     uint16_t ports_mem[NH];     /* ports remembered from the last routable scan */
+    uint8_t offered[NH];        /* bit x: exploit x is offered by ports_mem (set with it) */
     uint8_t ot_known;
 
     /* -- the leaderboard's CybORG (WFRL_RED_LEADERBOARD) ------------------------------------- */
@@ -357,12 +361,28 @@ static inline int cage2_red_drs(wfrl_cage2 *e, int subnet)
     return 1;
 }
 
+static inline int cage2_exploit_offered(uint16_t mem, int x)
+{
+    if (x == X_SQLI) return ((mem & PB(P3390)) != 0) & ((mem & (PB(P80) | PB(P443))) != 0);
+    return (mem >> cage2_exploit_port[x]) & 1;
+}
+
+/* The exploits ports offer, as bits (bit x: exploit x). */
+static inline uint8_t cage2_offered(uint16_t mem)
+{
+    uint32_t offered = 0;
+    for (int x = 0; x < N_EXPLOITS; ++x)
+        offered |= (uint32_t)cage2_exploit_offered(mem, x) << x;
+    return (uint8_t)offered;
+}
+
 /* Always "succeeds"; returns whether it produced host data (routable). */
 static inline int cage2_red_dns(wfrl_cage2 *e, int h)
 {
     if (!cage2_routable(e, h)) return 0;
     /* the leaderboard's code adds to what red remembered; today's replaces it */
     e->ports_mem[h] = (uint16_t)(cage2_ports_now(e, h) | (e->leaderboard ? e->ports_mem[h] : 0));
+    e->offered[h] = cage2_offered(e->ports_mem[h]);
     e->ports_stored[h] = 1;
     cage2_entries *x = cage2_entries_of(e, h);
     x->n = (uint16_t)(x->n + cage2_conns_now(e, h));
@@ -370,18 +390,11 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     return 1;
 }
 
-static inline int cage2_exploit_offered(uint16_t mem, int x)
-{
-    if (x == X_SQLI) return ((mem & PB(P3390)) != 0) & ((mem & (PB(P80) | PB(P443))) != 0);
-    return (mem >> cage2_exploit_port[x]) & 1;
-}
 
 static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
 {
     if (!e->ports_stored[h]) return 0;
-    uint32_t offered = 0;   /* bit x: exploit x is offered (unrolled, no branch) */
-    for (int x = 0; x < N_EXPLOITS; ++x)
-        offered |= (uint32_t)cage2_exploit_offered(e->ports_mem[h], x) << x;
+    const uint32_t offered = e->offered[h];
     if (offered == 0) return 0;
     int x = cage2_lowest_bit(offered);
     const uint32_t rest = offered & (offered - 1);
@@ -397,8 +410,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     int decoy = 0;
     if (result == R_NONE) {
         const uint32_t placed = e->decoys[h] | ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
-        for (int k = 0; k < N_DECOYS; ++k)
-            decoy |= (int)((placed >> k) & 1u) & (cage2_decoy_exploit[k] == x);
+        decoy = (placed & cage2_exploit_decoys[x]) != 0;
         if (!decoy) return 0; /* no process with that (type, port): silent failure */
     }
     if (x == X_SSH) {

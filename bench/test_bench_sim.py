@@ -1,8 +1,11 @@
-"""Per-step cost of the compiled CAGE2 against real CybORG under the same uniform-random blue.
+"""Per-step cost of the compiled CAGE2 against real CybORG under the same uniform-random blue
+(test_speed_targets), and each red agent's step rate against B_line's (test_red_family_step_rate,
+its docstring).
 
     .venv/bin/python -m pytest bench/test_bench_sim.py --benchmark-columns=median,mean,rounds
 
-Three figures, measured in one run (one core each: the calls below are single-threaded):
+test_speed_targets: three figures, measured in one run (one core each: the calls below are
+single-threaded):
   * CybORG: ChallengeWrapper.step, 100-step episodes;
   * simulator, single env: one env stepped in the C loop (no Python between steps), and, for
     reference, the same through the Python per-step call;
@@ -125,7 +128,7 @@ def test_speed_targets(benchmark):
     assert speedup >= 2000
 
 
-N_DEFENDED = 256
+N_DEFENDED = 1024
 
 
 def _defended_actions(reds):
@@ -138,18 +141,19 @@ def _defended_actions(reds):
     rew, done = np.zeros(n, np.float32), np.zeros(n, np.uint8)
     seeds = np.arange(n, dtype=np.uint64) + 10_000
     blue = LearnedBlue("pretrained:critical_first", n)
-    actions = {}
+    actions, returns = {}, {}
     for r in reds:
         sim = Cage2Sim(n, r)
         blue.begin()
         sim.reset_batch(seeds, obs, acc)
-        played = []
+        played, total = [], np.zeros(n)
         for _ in range(100):
             a = blue.act(obs)
             played.append(a)
             sim.step_batch(a, obs, rew, done, acc)
-        actions[r] = np.stack(played)
-    return seeds, actions
+            total += rew
+        actions[r], returns[r] = np.stack(played), total
+    return seeds, actions, returns
 
 
 def test_red_family_step_rate(benchmark):
@@ -172,10 +176,17 @@ def test_red_family_step_rate(benchmark):
     reds = ("B_lineAgent", "RedMeanderAgent") + FAMILY + tuple(POOLS)
     sims = {r: Cage2Sim(1, r) for r in reds}
     family = ("B_lineAgent", "RedMeanderAgent") + FAMILY
-    seeds, actions = _defended_actions(family)
+    seeds, actions, returns = _defended_actions(family)
     batch = {r: Cage2Sim(N_DEFENDED, r) for r in family}
     obs, acc = np.zeros((N_DEFENDED, 52), np.float32), np.zeros((N_DEFENDED, 13), np.uint8)
     rew, done = np.zeros(N_DEFENDED, np.float32), np.zeros(N_DEFENDED, np.uint8)
+    for r, sim in batch.items():   # a replay is the recorded play: the same episodes again
+        sim.reset_batch(seeds, obs, acc)
+        total = np.zeros(N_DEFENDED)
+        for a in actions[r]:
+            sim.step_batch(a, obs, rew, done, acc)
+            total += rew
+        assert np.array_equal(total, returns[r]), r
     per_step = {r: [] for r in reds}
     defended = {r: [] for r in family}
     steps = SINGLE_STEPS // 2
@@ -186,7 +197,7 @@ def test_red_family_step_rate(benchmark):
             sim.random_rollout(0, steps, 11)
             per_step[r].append((time.process_time() - t) / steps)
         for r, sim in batch.items():
-            for _ in range(4):   # four replays of each, back to back
+            for _ in range(2):   # two replays of each, back to back
                 sim.reset_batch(seeds, obs, acc)
                 t = time.process_time()
                 for a in actions[r]:
@@ -196,7 +207,7 @@ def test_red_family_step_rate(benchmark):
     benchmark.group = "cage2-reds"
     benchmark.pedantic(one_round, rounds=6, iterations=1, warmup_rounds=1)
     med = {r: float(np.median(v[2:])) for r, v in per_step.items()}
-    dmed = {r: float(np.median(v[2:])) for r, v in defended.items()}
+    dmed = {r: float(np.median(v[2:])) for r, v in defended.items()}   # past the warm-up round
     ratio = {r: med["B_lineAgent"] / med[r] for r in reds}
     dratio = {r: dmed["B_lineAgent"] / dmed[r] for r in family}
     own = {r: med["B_lineAgent" if "B_line" in r else "RedMeanderAgent"] / med[r] for r in FAMILY}

@@ -261,6 +261,9 @@ static inline int cage2_n_sessions(const wfrl_cage2 *e, int h)
 #define CAGE2_POP4(n) CAGE2_POP2(n), CAGE2_POP2(n + 1), CAGE2_POP2(n + 1), CAGE2_POP2(n + 2)
 #define CAGE2_POP6(n) CAGE2_POP4(n), CAGE2_POP4(n + 1), CAGE2_POP4(n + 1), CAGE2_POP4(n + 2)
 static const uint8_t cage2_pop8[256] = {CAGE2_POP6(0), CAGE2_POP6(1), CAGE2_POP6(1), CAGE2_POP6(2)};
+#undef CAGE2_POP2
+#undef CAGE2_POP4
+#undef CAGE2_POP6
 
 static inline int cage2_popcount16(uint16_t x)
 {
@@ -279,25 +282,63 @@ static inline int cage2_lowest_bit(uint32_t x)
 #endif
 }
 
-/* Index of the k-th lowest set bit of x (x < 2^16, k < its popcount), without a branch: a
- * search over the low byte and the low nibble, then a table. Red's random choices among hosts and
- * exploits land here; a data-dependent loop would mispredict on most of them. */
+/* cage2_sel8[v]: the positions of v's set bits, lowest first, one per nibble (0x76543210 for
+ * 0xFF); the k-th set bit of the byte v is (cage2_sel8[v] >> 4k) & 15. */
+static const uint32_t cage2_sel8[256] = {
+    0x00000000u, 0x00000000u, 0x00000001u, 0x00000010u, 0x00000002u, 0x00000020u,
+    0x00000021u, 0x00000210u, 0x00000003u, 0x00000030u, 0x00000031u, 0x00000310u,
+    0x00000032u, 0x00000320u, 0x00000321u, 0x00003210u, 0x00000004u, 0x00000040u,
+    0x00000041u, 0x00000410u, 0x00000042u, 0x00000420u, 0x00000421u, 0x00004210u,
+    0x00000043u, 0x00000430u, 0x00000431u, 0x00004310u, 0x00000432u, 0x00004320u,
+    0x00004321u, 0x00043210u, 0x00000005u, 0x00000050u, 0x00000051u, 0x00000510u,
+    0x00000052u, 0x00000520u, 0x00000521u, 0x00005210u, 0x00000053u, 0x00000530u,
+    0x00000531u, 0x00005310u, 0x00000532u, 0x00005320u, 0x00005321u, 0x00053210u,
+    0x00000054u, 0x00000540u, 0x00000541u, 0x00005410u, 0x00000542u, 0x00005420u,
+    0x00005421u, 0x00054210u, 0x00000543u, 0x00005430u, 0x00005431u, 0x00054310u,
+    0x00005432u, 0x00054320u, 0x00054321u, 0x00543210u, 0x00000006u, 0x00000060u,
+    0x00000061u, 0x00000610u, 0x00000062u, 0x00000620u, 0x00000621u, 0x00006210u,
+    0x00000063u, 0x00000630u, 0x00000631u, 0x00006310u, 0x00000632u, 0x00006320u,
+    0x00006321u, 0x00063210u, 0x00000064u, 0x00000640u, 0x00000641u, 0x00006410u,
+    0x00000642u, 0x00006420u, 0x00006421u, 0x00064210u, 0x00000643u, 0x00006430u,
+    0x00006431u, 0x00064310u, 0x00006432u, 0x00064320u, 0x00064321u, 0x00643210u,
+    0x00000065u, 0x00000650u, 0x00000651u, 0x00006510u, 0x00000652u, 0x00006520u,
+    0x00006521u, 0x00065210u, 0x00000653u, 0x00006530u, 0x00006531u, 0x00065310u,
+    0x00006532u, 0x00065320u, 0x00065321u, 0x00653210u, 0x00000654u, 0x00006540u,
+    0x00006541u, 0x00065410u, 0x00006542u, 0x00065420u, 0x00065421u, 0x00654210u,
+    0x00006543u, 0x00065430u, 0x00065431u, 0x00654310u, 0x00065432u, 0x00654320u,
+    0x00654321u, 0x06543210u, 0x00000007u, 0x00000070u, 0x00000071u, 0x00000710u,
+    0x00000072u, 0x00000720u, 0x00000721u, 0x00007210u, 0x00000073u, 0x00000730u,
+    0x00000731u, 0x00007310u, 0x00000732u, 0x00007320u, 0x00007321u, 0x00073210u,
+    0x00000074u, 0x00000740u, 0x00000741u, 0x00007410u, 0x00000742u, 0x00007420u,
+    0x00007421u, 0x00074210u, 0x00000743u, 0x00007430u, 0x00007431u, 0x00074310u,
+    0x00007432u, 0x00074320u, 0x00074321u, 0x00743210u, 0x00000075u, 0x00000750u,
+    0x00000751u, 0x00007510u, 0x00000752u, 0x00007520u, 0x00007521u, 0x00075210u,
+    0x00000753u, 0x00007530u, 0x00007531u, 0x00075310u, 0x00007532u, 0x00075320u,
+    0x00075321u, 0x00753210u, 0x00000754u, 0x00007540u, 0x00007541u, 0x00075410u,
+    0x00007542u, 0x00075420u, 0x00075421u, 0x00754210u, 0x00007543u, 0x00075430u,
+    0x00075431u, 0x00754310u, 0x00075432u, 0x00754320u, 0x00754321u, 0x07543210u,
+    0x00000076u, 0x00000760u, 0x00000761u, 0x00007610u, 0x00000762u, 0x00007620u,
+    0x00007621u, 0x00076210u, 0x00000763u, 0x00007630u, 0x00007631u, 0x00076310u,
+    0x00007632u, 0x00076320u, 0x00076321u, 0x00763210u, 0x00000764u, 0x00007640u,
+    0x00007641u, 0x00076410u, 0x00007642u, 0x00076420u, 0x00076421u, 0x00764210u,
+    0x00007643u, 0x00076430u, 0x00076431u, 0x00764310u, 0x00076432u, 0x00764320u,
+    0x00764321u, 0x07643210u, 0x00000765u, 0x00007650u, 0x00007651u, 0x00076510u,
+    0x00007652u, 0x00076520u, 0x00076521u, 0x00765210u, 0x00007653u, 0x00076530u,
+    0x00076531u, 0x00765310u, 0x00076532u, 0x00765320u, 0x00765321u, 0x07653210u,
+    0x00007654u, 0x00076540u, 0x00076541u, 0x00765410u, 0x00076542u, 0x00765420u,
+    0x00765421u, 0x07654210u, 0x00076543u, 0x00765430u, 0x00765431u, 0x07654310u,
+    0x00765432u, 0x07654320u, 0x07654321u, 0x76543210u,
+};
+
+/* Index of the k-th lowest set bit of x (x < 2^16, k < its popcount), without a branch: the
+ * low byte or the high one, then a table. Red's random choices among hosts and exploits land
+ * here; a data-dependent loop would mispredict on most of them. */
 static inline int cage2_select_bit(uint32_t x, uint32_t k)
 {
-    /* sel4[v][k]: the k-th set bit of the nibble v */
-    static const uint8_t sel4[16][4] = {
-        {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}, {2, 0, 0, 0}, {0, 2, 0, 0},
-        {1, 2, 0, 0}, {0, 1, 2, 0}, {3, 0, 0, 0}, {0, 3, 0, 0}, {1, 3, 0, 0}, {0, 1, 3, 0},
-        {2, 3, 0, 0}, {0, 2, 3, 0}, {1, 2, 3, 0}, {0, 1, 2, 3}};
-    uint32_t c, m;
-    int base = 0;
-    c = cage2_pop8[x & 0xFFu];                       /* set bits in the low byte */
-    m = 0u - (uint32_t)(k >= c);
-    k -= c & m; base += (int)(8u & m); x >>= (8u & m);
-    c = cage2_pop8[x & 0x0Fu];                       /* in the low nibble */
-    m = 0u - (uint32_t)(k >= c);
-    k -= c & m; base += (int)(4u & m); x >>= (4u & m);
-    return base + sel4[x & 0x0Fu][k & 3u];
+    const uint32_t c = cage2_pop8[x & 0xFFu];       /* set bits in the low byte */
+    const uint32_t m = 0u - (uint32_t)(k >= c);     /* all ones: the bit is in the high byte */
+    k -= c & m;
+    return (int)((8u & m) + ((cage2_sel8[(x >> (8u & m)) & 0xFFu] >> (4u * (k & 7u))) & 0xFu));
 }
 
 static inline void cage2_add_session(uint8_t *count)
@@ -310,7 +351,7 @@ static inline void cage2_add_session(uint8_t *count)
 static inline uint16_t cage2_ports_now(const wfrl_cage2 *e, int h)
 {
     uint32_t p = cage2_hosts[h].ports;
-    const uint32_t d = e->decoys[h];   /* its Vsftpd bit is never set */
+    const uint32_t d = e->decoys[h] & ~(1u << D_VSFTPD);   /* Vsftpd: n_vsftpd below */
     for (int k = 0; k < N_DECOYS; ++k)   /* unrolled: no branch on which decoys are placed */
         p |= PB(cage2_decoy_port[k]) & (0u - ((d >> k) & 1u));
     p |= PB(P80) & (0u - (uint32_t)(e->n_vsftpd[h] != 0));
@@ -409,7 +450,8 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     int result = cage2_hosts[h].real[x];
     int decoy = 0;
     if (result == R_NONE) {
-        const uint32_t placed = e->decoys[h] | ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
+        const uint32_t placed = (e->decoys[h] & ~(1u << D_VSFTPD)) |
+                                ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
         decoy = (placed & cage2_exploit_decoys[x]) != 0;
         if (!decoy) return 0; /* no process with that (type, port): silent failure */
     }
@@ -715,17 +757,18 @@ static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_acces
 
 /* A host's four observation bits by activity (ACT_*) and compromise (COMP_*): the activity
  * bits are "any activity" and "an exploit", the compromise bits 01 unknown, 10 user, 11 root. */
-static const float cage2_obs_bits[3][4][4] = {
+static const float cage2_obs_bits[4][4][4] = {
     {{0, 0, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {0, 0, 1, 1}},
     {{1, 0, 0, 0}, {1, 0, 1, 0}, {1, 0, 0, 1}, {1, 0, 1, 1}},
     {{1, 1, 0, 0}, {1, 1, 1, 0}, {1, 1, 0, 1}, {1, 1, 1, 1}},
+    {{0}},   /* no such activity: a row, so that a corrupt state cannot read past the table */
 };
 
 static inline void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
 {
     /* a table row per host: no branch on what the host shows (it changes from step to step) */
     for (int h = 0; h < NH; ++h)
-        memcpy(obs + 4 * h, cage2_obs_bits[e->act[h]][e->comp[h]], 4 * sizeof(float));
+        memcpy(obs + 4 * h, cage2_obs_bits[e->act[h] & 3][e->comp[h] & 3], 4 * sizeof(float));
 }
 
 static inline int cage2_classify(const cage2_entries *x)

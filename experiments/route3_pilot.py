@@ -30,6 +30,7 @@ from torch import nn
 
 import wfrl.envs as E
 from wfrl.rng import episode_seeds
+from wfrl.stats import standard_error
 from wfrl.features import TRUTH_DIM, truth_features
 from wfrl.workflow import FIRST_FIX_BONUS, is_fix
 
@@ -133,9 +134,14 @@ def eval_seeds(base_episode, n, key=7777):
     return s
 
 
+def _mean_se(v) -> str:
+    """Mean ± se over seeds (nan for a single seed: no spread to report)."""
+    return f"{np.mean(v):+.2f} ± {standard_error(v) if len(v) > 1 else float('nan'):.2f}"
+
+
 def table(dirs) -> str:
     """Every run's final scores under the given directories (each holding ARM_sSEED/result.json),
-    the means over seeds by arm and critic, and the paired differences between arms."""
+    the means over seeds by arm and critic, and the paired differences between arms and critics."""
     import glob
     runs = {}
     for d in dirs:
@@ -144,49 +150,39 @@ def table(dirs) -> str:
                 r = json.load(fh)
             runs[(bool(r.get("privileged_critic", False)), r["arm"], r["seed"])] = r
     reds = ("B_lineAgent", "RedMeanderAgent")
+
+    def score(key, seed, red):
+        return runs[(*key, seed)]["final"][red]["mean"]
+
+    def critic(pc):
+        return "privileged" if pc else "plain"
+
     lines = ["| critic | arm | seed | episodes | B_line-100 | Meander-100 | episodes/s |",
              "|---|---|---|---|---|---|---|"]
     for (pc, arm, seed), r in sorted(runs.items()):
         f = r["final"]
-        lines.append(f"| {'privileged' if pc else 'plain'} | {arm} | {seed} | {r['episodes']} | "
+        lines.append(f"| {critic(pc)} | {arm} | {seed} | {r['episodes']} | "
                      + " | ".join(f"{f[x]['mean']:.2f} ± {f[x]['se']:.2f}" for x in reds)
                      + f" | {r['episodes_per_s']:.0f} |")
     lines += ["", "| critic | arm | seeds | B_line-100 | Meander-100 |", "|---|---|---|---|---|"]
-    groups = sorted({(pc, arm) for pc, arm, _ in runs})
-    for pc, arm in groups:
-        seeds = sorted(s for p, a, s in runs if (p, a) == (pc, arm))
-        cells = []
-        for x in reds:
-            v = np.array([runs[(pc, arm, s)]["final"][x]["mean"] for s in seeds])
-            se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")
-            cells.append(f"{v.mean():.2f} ± {se:.2f}")
-        lines.append(f"| {'privileged' if pc else 'plain'} | {arm} | {len(seeds)} | "
-                     + " | ".join(cells) + " |")
+    for key in sorted({(pc, arm) for pc, arm, _ in runs}):
+        seeds = sorted(s for p, a, s in runs if (p, a) == key)
+        cells = [_mean_se([score(key, s, x) for s in seeds]).lstrip("+") for x in reds]
+        lines.append(f"| {critic(key[0])} | {key[1]} | {len(seeds)} | " + " | ".join(cells) + " |")
     lines.append("")
-    for pc in (False, True):
-        for a, b in (("gru", "mlp"), ("gru0", "mlp"), ("gru", "gru0")):
-            seeds = sorted(s for p, x, s in runs if p == pc and x == a and (pc, b, s) in runs)
-            if not seeds:
-                continue
-            parts = []
-            for x in reds:
-                d = np.array([runs[(pc, a, s)]["final"][x]["mean"] - runs[(pc, b, s)]["final"][x]["mean"]
-                              for s in seeds])
-                se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-                parts.append(f"{x} {d.mean():+.2f} ± {se:.2f} (per seed {np.round(d, 2).tolist()})")
-            lines.append(f"- {a} − {b}, {'privileged' if pc else 'plain'} critic, seeds {seeds}: "
-                         + "; ".join(parts))
-    for arm in ("mlp", "gru"):
-        seeds = sorted(s for p, a, s in runs if p and a == arm and (False, arm, s) in runs)
+    # paired by seed (and so by evaluation episode): (label, A, B) for A − B
+    pairs = [(f"{a} − {b}, {critic(pc)} critic", (pc, a), (pc, b))
+             for pc in (False, True) for a, b in (("gru", "mlp"), ("gru0", "mlp"), ("gru", "gru0"))]
+    pairs += [(f"privileged − plain critic, {arm}", (True, arm), (False, arm)) for arm in ("mlp", "gru")]
+    for label, ka, kb in pairs:
+        seeds = sorted(s for p, a, s in runs if (p, a) == ka and (*kb, s) in runs)
         if not seeds:
             continue
         parts = []
         for x in reds:
-            d = np.array([runs[(True, arm, s)]["final"][x]["mean"] - runs[(False, arm, s)]["final"][x]["mean"]
-                          for s in seeds])
-            se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-            parts.append(f"{x} {d.mean():+.2f} ± {se:.2f} (per seed {np.round(d, 2).tolist()})")
-        lines.append(f"- privileged − plain critic, {arm}, seeds {seeds}: " + "; ".join(parts))
+            d = np.array([score(ka, s, x) - score(kb, s, x) for s in seeds])
+            parts.append(f"{x} {_mean_se(d)} (per seed {np.round(d, 2).tolist()})")
+        lines.append(f"- {label}, seeds {seeds}: " + "; ".join(parts))
     return "\n".join(lines)
 
 
@@ -363,7 +359,7 @@ def main():
     te = time.perf_counter()
     for j, red in enumerate(["B_lineAgent", "RedMeanderAgent"]):
         r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.final_eval, 7777))
-        res["final"][red] = {"mean": float(r_.mean()), "se": float(r_.std(ddof=1) / np.sqrt(len(r_))),
+        res["final"][red] = {"mean": float(r_.mean()), "se": standard_error(r_),
                              "n": len(r_), "removes_per_ep": float(evaluate.counts[0]),
                              "restores_per_ep": float(evaluate.counts[1])}
         np.save(os.path.join(args.out, f"eval_{red}.npy"), r_)

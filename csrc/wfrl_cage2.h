@@ -341,20 +341,33 @@ static inline int cage2_select_bit(uint32_t x, uint32_t k)
     return (int)((8u & m) + ((cage2_sel8[(x >> (8u & m)) & 0xFFu] >> (4u * (k & 7u))) & 0xFu));
 }
 
+/* Uniform choice among the set bits of `ok` (hosts or exploits; the k-th set bit, k uniform, in
+ * index order); -1 if none. */
+static inline int cage2_pick(wfrl_cage2 *e, uint16_t ok)
+{
+    if (ok == 0) return -1;
+    return cage2_select_bit(ok, wfrl_rng_below(&e->rng, (uint32_t)cage2_popcount16(ok)));
+}
+
 static inline void cage2_add_session(uint8_t *count)
 {
     if (*count < 255) ++*count;
 }
 
-/* Listening ports of a host now: static services plus decoys (the decoy bits but Vsftpd's, set
- * bit by bit; Vsftpd stacks on port 80). */
+/* The decoy kinds placed on host h as bits (bit k: decoy k; Vsftpd's from its stack count). */
+static inline uint32_t cage2_decoys_placed(const wfrl_cage2 *e, int h)
+{
+    return (e->decoys[h] & ~(1u << D_VSFTPD)) | ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
+}
+
+/* Listening ports of a host now: static services plus its decoys' ports (Vsftpd stacks on port
+ * 80). */
 static inline uint16_t cage2_ports_now(const wfrl_cage2 *e, int h)
 {
     uint32_t p = cage2_hosts[h].ports;
-    const uint32_t d = e->decoys[h] & ~(1u << D_VSFTPD);   /* Vsftpd: n_vsftpd below */
+    const uint32_t d = cage2_decoys_placed(e, h);
     for (int k = 0; k < N_DECOYS; ++k)   /* unrolled: no branch on which decoys are placed */
         p |= PB(cage2_decoy_port[k]) & (0u - ((d >> k) & 1u));
-    p |= PB(P80) & (0u - (uint32_t)(e->n_vsftpd[h] != 0));
     return (uint16_t)p;
 }
 
@@ -431,7 +444,6 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     return 1;
 }
 
-
 static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
 {
     if (!e->ports_stored[h]) return 0;
@@ -441,8 +453,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     const uint32_t rest = offered & (offered - 1);
     if (rest) {
         /* Top weight with probability 0.75, otherwise uniform among the rest. */
-        const int nr = cage2_popcount16((uint16_t)rest);
-        const int other = cage2_select_bit(rest, wfrl_rng_below(&e->rng, (uint32_t)nr));
+        const int other = cage2_pick(e, (uint16_t)rest);
         x = wfrl_rng_uniform(&e->rng) < 0.75 ? x : other;
     }
     if (!cage2_routable(e, h)) return 0;
@@ -450,9 +461,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     int result = cage2_hosts[h].real[x];
     int decoy = 0;
     if (result == R_NONE) {
-        const uint32_t placed = (e->decoys[h] & ~(1u << D_VSFTPD)) |
-                                ((uint32_t)(e->n_vsftpd[h] > 0) << D_VSFTPD);
-        decoy = (placed & cage2_exploit_decoys[x]) != 0;
+        decoy = (cage2_decoys_placed(e, h) & cage2_exploit_decoys[x]) != 0;
         if (!decoy) return 0; /* no process with that (type, port): silent failure */
     }
     if (x == X_SSH) {
@@ -584,14 +593,6 @@ static inline void cage2_meander_bookkeeping(wfrl_cage2 *e)
     /* failed escalation */
     e->m_escalated = (uint16_t)(e->m_escalated & ~hb);
     e->m_exploited = (uint16_t)(e->m_exploited & ~(hb & e->m_in_map));
-}
-
-/* Uniform choice among the hosts whose bit is set in `ok` (the k-th set bit, k uniform, in host
- * order); -1 if none. */
-static inline int cage2_pick(wfrl_cage2 *e, uint16_t ok)
-{
-    if (ok == 0) return -1;
-    return cage2_select_bit(ok, wfrl_rng_below(&e->rng, (uint32_t)cage2_popcount16(ok)));
 }
 
 static inline cage2_red_action cage2_meander_decide(wfrl_cage2 *e)

@@ -168,8 +168,8 @@ def test_red_family_step_rate(benchmark):
     Asserted: every red of the family at >= 0.8x B_line's rate under the defended blue (measured
     0.82-1.10x); under the random blue, floors below the figures measured (a variant >= 0.7x its
     base red's rate, a B_line variant >= 0.65x B_line's, a Meander one >= 0.55x: Meander
-    itself runs at about 0.76x there, and enterprise Meander, which never reaches Impact, at
-    about 0.61x).
+    itself runs at about 0.78x there, the persistent B_line at about 0.75x, and enterprise
+    Meander, which never reaches Impact, at about 0.64x).
         .venv/bin/python -m pytest bench/test_bench_sim.py -k family -s
     """
     from wfrl.envs.reds import FAMILY, POOLS

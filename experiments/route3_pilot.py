@@ -9,11 +9,15 @@ episodes per update. The arms differ only in the actor:
         backpropagation through the whole 100-step episode;
   gru0  the same GRU with its state reset at every step (its capacity without memory).
 --privileged-critic gives the critic x_t and the truth block (red's true access,
-wfrl.features.truth_features), as `wfrl train --privileged-critic` does. Each run is scored
+wfrl.features.truth_features), as `wfrl train --privileged-critic` does. --actor-truth gives the
+actor (mlp) more than the defender sees, to measure what each part of the truth is worth:
+  full   the truth block (each host's access level: none, user, privileged), as --truth-input;
+  where  one float per host, 1 where red holds any access: where red is, not its level. Each run is scored
 greedily (the GRU carried through the episode) on 1,000 simulator episodes per red on seeds
 training never draws (wfrl.rng.episode_seeds, key 7777).
 
     python -m experiments.route3_pilot --arm gru --seed 1 --episodes 60000 --out DIR
+    python -m experiments.route3_pilot --arm mlp --actor-truth where --privileged-critic ...
     python -m experiments.route3_pilot --table DIR [DIR ...]    # the runs' table, paired
 """
 from __future__ import annotations
@@ -31,7 +35,7 @@ from torch import nn
 import wfrl.envs as E
 from wfrl.rng import episode_seeds
 from wfrl.stats import standard_error
-from wfrl.features import TRUTH_DIM, truth_features
+from wfrl.features import N_HOSTS, TRUTH_DIM, truth_features
 from wfrl.workflow import FIRST_FIX_BONUS, is_fix
 
 N_ACT = 145
@@ -99,12 +103,24 @@ class Agent(nn.Module):
         return self.critic(x).squeeze(-1)
 
 
+ACTOR_TRUTH_DIM = {"none": 0, "full": TRUTH_DIM, "where": N_HOSTS}
+
+
+def actor_truth(kind, red_access):
+    """The actor's extra input for --actor-truth KIND from red access uint8 [B, 13]."""
+    if kind == "full":
+        return truth_features(red_access)
+    if kind == "where":
+        return (np.asarray(red_access) > 0).astype(np.float32)
+    return np.zeros((len(red_access), 0), np.float32)
+
+
 def make_env(n, red, seed=None):
     return E.make_vec_recipe(n, red, seed, workflow="critical_first", autoreset_mode="Disabled")
 
 
 @torch.no_grad()
-def evaluate(agent, red, seeds):
+def evaluate(agent, red, seeds, truth_kind="none"):
     """Greedy (argmax over masked logits), GRU carried through the episode; returns per-episode
     CAGE2 return (env reward only) as a numpy array."""
     n = len(seeds)
@@ -114,7 +130,8 @@ def evaluate(agent, red, seeds):
     ret = np.zeros(n)
     counts = np.zeros((n, 2))   # Remove, Restore actions per episode
     for t in range(T):
-        x = torch.from_numpy(np.asarray(obs, np.float32))
+        x = torch.from_numpy(np.concatenate(
+            [np.asarray(obs, np.float32), actor_truth(truth_kind, info["red_access"])], 1))
         m = torch.from_numpy(info["action_mask"])
         logits, h = agent.step_logits(x, h)
         logits = logits.masked_fill(~m, MASKED)
@@ -148,7 +165,9 @@ def table(dirs) -> str:
         for f in sorted(glob.glob(os.path.join(d, "*_s*", "result.json"))):
             with open(f) as fh:
                 r = json.load(fh)
-            runs[(bool(r.get("privileged_critic", False)), r["arm"], r["seed"])] = r
+            truth = r.get("actor_truth", "none")
+            arm = r["arm"] if truth == "none" else f"{r['arm']}+truth:{truth}"
+            runs[(bool(r.get("privileged_critic", False)), arm, r["seed"])] = r
     reds = ("B_lineAgent", "RedMeanderAgent")
 
     def score(key, seed, red):
@@ -174,6 +193,8 @@ def table(dirs) -> str:
     pairs = [(f"{a} − {b}, {critic(pc)} critic", (pc, a), (pc, b))
              for pc in (False, True) for a, b in (("gru", "mlp"), ("gru0", "mlp"), ("gru", "gru0"))]
     pairs += [(f"privileged − plain critic, {arm}", (True, arm), (False, arm)) for arm in ("mlp", "gru")]
+    pairs += [(f"{a} − {b}, privileged critic", (True, a), (True, b))
+              for a, b in (("mlp+truth:where", "mlp"), ("mlp+truth:full", "mlp+truth:where"))]
     for label, ka, kb in pairs:
         seeds = sorted(s for p, a, s in runs if (p, a) == ka and (*kb, s) in runs)
         if not seeds:
@@ -213,6 +234,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--privileged-critic", action="store_true",
                    help="critic input = x_t + truth block (red's true access, 39 floats)")
+    p.add_argument("--actor-truth", choices=sorted(ACTOR_TRUTH_DIM), default="none",
+                   help="the actor's input adds red's true access: full (levels) or where (any)")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -224,7 +247,12 @@ def main():
     # training episode seeds: env i's chain starting at 10^12*seed + i (eval seeds are hashed,
     # from wfrl.rng.episode_seeds with another key, so they never coincide in practice)
     obs, info = env.reset(seed=10**12 * args.seed)
-    in_dim = obs.shape[1]
+    kind = args.actor_truth
+
+    def actor_input(obs, info):
+        return np.concatenate([np.asarray(obs, np.float32), actor_truth(kind, info["red_access"])], 1)
+
+    in_dim = obs.shape[1] + ACTOR_TRUTH_DIM[kind]
     pc = args.privileged_critic
     agent = Agent(args.arm, in_dim, critic_extra=TRUTH_DIM if pc else 0)
     opt = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
@@ -257,7 +285,7 @@ def main():
         h = None
         with torch.no_grad():
             for t in range(T):
-                x = torch.from_numpy(np.asarray(obs, np.float32))
+                x = torch.from_numpy(actor_input(obs, info))
                 m = torch.from_numpy(info["action_mask"])
                 logits, h = agent.step_logits(x, h)
                 logits = logits.masked_fill(~m, MASKED)
@@ -340,7 +368,8 @@ def main():
             ev = {}
             for j, red in enumerate(["B_lineAgent", "RedMeanderAgent"]):
                 # periodic (monitoring) seeds: key 5555, disjoint from the final eval's key 7777
-                r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.eval_episodes_periodic, 5555))
+                r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.eval_episodes_periodic, 5555),
+                              kind)
                 ev[red] = float(r_.mean())
             row["periodic_eval"] = ev
             periodic.append({"episodes": eps_done, **ev})
@@ -353,12 +382,12 @@ def main():
     train_wall = time.perf_counter() - t_start
     torch.save(agent.state_dict(), os.path.join(args.out, "final.pt"))
     # ---- final greedy evaluation on unseen seeds
-    res = {"arm": args.arm, "seed": args.seed, "privileged_critic": pc, "episodes": n_updates * n, "args": vars(args),
+    res = {"arm": args.arm, "seed": args.seed, "privileged_critic": pc, "actor_truth": kind, "episodes": n_updates * n, "args": vars(args),
            "train_wall_s": train_wall, "collect_s": t_collect, "update_s": t_update,
            "episodes_per_s": n_updates * n / train_wall, "periodic": periodic, "final": {}}
     te = time.perf_counter()
     for j, red in enumerate(["B_lineAgent", "RedMeanderAgent"]):
-        r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.final_eval, 7777))
+        r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.final_eval, 7777), kind)
         res["final"][red] = {"mean": float(r_.mean()), "se": standard_error(r_),
                              "n": len(r_), "removes_per_ep": float(evaluate.counts[0]),
                              "restores_per_ep": float(evaluate.counts[1])}

@@ -213,3 +213,12 @@ def test_the_teachers_pass_takes_the_steps_asked_for():
         assert 0 < out["teacher_weight"] <= 1 and out["teacher_coef"] == 1.0
         assert any(not torch.equal(a, p) for a, p in zip(before, model.actor.parameters()))
         assert d.step(b, 0.7, 4, 1e-3, 0.5, steps) == {}     # annealed away: nothing done
+
+
+def test_the_teachers_weight_falls_linearly_to_its_floor():
+    from wfrl.ppo.privileged import Distiller
+    model = ActorCritic(16, 8)
+    d = Distiller(model, 8, 16, 1e-3, 0, 1.0, 0.5, 4.0, floor=0.2)
+    assert [round(d.weight(f), 6) for f in (0.0, 0.25, 0.5, 0.75, 1.0)] == [1.0, 0.6, 0.2, 0.2, 0.2]
+    assert Distiller(model, 8, 16, 1e-3, 0, 1.0, 0.5, 4.0).weight(0.6) == 0.0
+    assert Distiller(model, 8, 16, 1e-3, 0, 1.0, 0.0, 4.0, floor=0.1).weight(0.0) == 0.1

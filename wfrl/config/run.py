@@ -89,7 +89,9 @@ class PPOConfig(Settings):
     teacher_coef: float = setting(1.0, check=non_negative)
     """Weight of the KL term toward --teacher at the start of the run."""
     teacher_anneal: float = setting(0.7, check=unit_interval)
-    """Share of the run over which the teacher's weight falls linearly to 0."""
+    """Share of the run over which the teacher's weight falls linearly to --teacher-floor."""
+    teacher_floor: float = setting(0.0, check=non_negative)
+    """The teacher's weight after the anneal (0: the student ends on its own advantages)."""
     teacher_steps: int = setting(4, check=positive)
     """Minibatch steps of the teacher's pass after each update, each on one of the batch's
     --minibatches random shares (at most a whole pass; fewer: cheaper, fewer states)."""
@@ -136,7 +138,8 @@ PPO_SETTINGS_OF_OLDER_RUNS = {"decoupled": False, "first_fix_bonus": True,
                               "clip_per_net": False, "truth_input": False, "belief_input": 0,
                               "belief_red": "mixture", "privileged_critic": False,
                               "privileged_epochs": 6, "teacher": None, "teacher_coef": 1.0,
-                              "teacher_anneal": 0.7, "teacher_steps": 4, "teacher_alpha": 4.0}
+                              "teacher_anneal": 0.7, "teacher_steps": 4, "teacher_alpha": 4.0,
+                              "teacher_floor": 0.0}
 
 
 def with_older_runs_ppo(stored_ppo: dict) -> dict:

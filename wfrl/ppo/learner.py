@@ -106,7 +106,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         if cfg.teacher is not None:
             from wfrl.ppo.privileged import Distiller
             self.distiller = Distiller(self.model, self.net.in_dim, cfg.hidden, cfg.lr, seed,
-                                       cfg.teacher_coef, cfg.teacher_anneal, cfg.teacher_alpha)
+                                       cfg.teacher_coef, cfg.teacher_anneal, cfg.teacher_alpha,
+                                       cfg.teacher_floor)
 
     def set_progress(self, frac: float) -> None:
         """Move the learning rate and entropy weight along their schedules: frac is the share of

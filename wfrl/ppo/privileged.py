@@ -13,11 +13,12 @@ every backend.
 - **Distiller** (`--teacher CKPT`): a full-information policy (a `--truth-input` checkpoint, the
   bound) labels every state the student played with its action distribution (computed when the
   batch is built: the teacher is frozen). After each PPO update one pass over the batch lowers
-  the weighted KL(teacher ‖ student) of the student's actor. The weight falls linearly to 0 over
-  the first `teacher_anneal` of the run, and per state it is exp(−α·KL(teacher ‖ auxiliary)),
-  where an auxiliary head learns to predict the teacher from the student's input alone: where it
-  cannot, the student cannot infer what the teacher knows, and the state counts little (ADVISOR,
-  Weihs et al. 2021, "Bridging the imitation gap by adaptive insubordination").
+  the weighted KL(teacher ‖ student) of the student's actor. The weight falls linearly to
+  `teacher_floor` (0 by default) over the first `teacher_anneal` of the run, and per state it is
+  exp(−α·KL(teacher ‖ auxiliary)), where an auxiliary head learns to predict the teacher from the
+  student's input alone: where it cannot, the student cannot infer what the teacher knows, and
+  the state counts little (ADVISOR, Weihs et al. 2021, "Bridging the imitation gap by adaptive
+  insubordination").
 """
 from __future__ import annotations
 
@@ -213,18 +214,20 @@ class Distiller:
     the actor's parameters, the auxiliary head and its Adam, and the minibatch order."""
 
     def __init__(self, model: nn.Module, in_dim: int, hidden: int, lr: float, seed: int,
-                 coef: float, anneal: float, alpha: float):
+                 coef: float, anneal: float, alpha: float, floor: float = 0.0):
         self.model, self.coef, self.anneal, self.alpha = model, coef, anneal, alpha
+        self.floor = floor
         self.opt = torch.optim.Adam(model.actor.parameters(), lr=lr, eps=1e-5)
         self.aux = _mlp(N_ACTIONS, hidden, in_dim, 0.01)
         self.aux_opt = torch.optim.Adam(self.aux.parameters(), lr=lr, eps=1e-5)
         self.gen = torch.Generator().manual_seed(seed + 0xD157)
 
     def weight(self, frac: float) -> float:
-        """The KL term's weight at progress frac (share of the run's episodes done)."""
+        """The KL term's weight at progress frac (share of the run's episodes done): coef falling
+        linearly to floor over the first `anneal` of the run, then floor."""
         if self.anneal <= 0:
-            return 0.0
-        return self.coef * max(0.0, 1.0 - frac / self.anneal)
+            return self.floor
+        return self.floor + (self.coef - self.floor) * max(0.0, 1.0 - frac / self.anneal)
 
     def step(self, batch, frac: float, minibatches: int, lr: float,
              max_grad_norm: float, steps: int | None = None) -> dict:

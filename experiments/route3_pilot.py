@@ -115,16 +115,17 @@ def actor_truth(kind, red_access):
     return np.zeros((len(red_access), 0), np.float32)
 
 
-def make_env(n, red, seed=None):
-    return E.make_vec_recipe(n, red, seed, workflow="critical_first", autoreset_mode="Disabled")
+def make_env(n, red, seed=None, backend="sim"):
+    return E.make_vec_recipe(n, red, seed, workflow="critical_first", autoreset_mode="Disabled",
+                             backend=backend)
 
 
 @torch.no_grad()
-def evaluate(agent, red, seeds, truth_kind="none"):
+def evaluate(agent, red, seeds, truth_kind="none", backend="sim"):
     """Greedy (argmax over masked logits), GRU carried through the episode; returns per-episode
     CAGE2 return (env reward only) as a numpy array."""
     n = len(seeds)
-    env = make_env(n, red)
+    env = make_env(n, red, backend=backend)
     obs, info = env.reset(seed=[int(s) for s in seeds])
     h = None
     ret = np.zeros(n)
@@ -167,6 +168,7 @@ def table(dirs) -> str:
                 r = json.load(fh)
             truth = r.get("actor_truth", "none")
             arm = r["arm"] if truth == "none" else f"{r['arm']}+truth:{truth}"
+            arm += " (leaderboard)" if r.get("backend", "sim") != "sim" else ""
             runs[(bool(r.get("privileged_critic", False)), arm, r["seed"])] = r
     reds = ("B_lineAgent", "RedMeanderAgent")
 
@@ -194,7 +196,9 @@ def table(dirs) -> str:
              for pc in (False, True) for a, b in (("gru", "mlp"), ("gru0", "mlp"), ("gru", "gru0"))]
     pairs += [(f"privileged − plain critic, {arm}", (True, arm), (False, arm)) for arm in ("mlp", "gru")]
     pairs += [(f"{a} − {b}, privileged critic", (True, a), (True, b))
-              for a, b in (("mlp+truth:where", "mlp"), ("mlp+truth:full", "mlp+truth:where"))]
+              for code in ("", " (leaderboard)")
+              for a, b in ((f"mlp+truth:where{code}", f"mlp{code}"),
+                           (f"mlp+truth:full{code}", f"mlp+truth:where{code}"))]
     for label, ka, kb in pairs:
         seeds = sorted(s for p, a, s in runs if (p, a) == ka and (*kb, s) in runs)
         if not seeds:
@@ -234,6 +238,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--privileged-critic", action="store_true",
                    help="critic input = x_t + truth block (red's true access, 39 floats)")
+    p.add_argument("--backend", choices=["sim", "sim:leaderboard"], default="sim",
+                   help="the simulator's code: installed (sim) or the leaderboard's")
     p.add_argument("--actor-truth", choices=sorted(ACTOR_TRUTH_DIM), default="none",
                    help="the actor's input adds red's true access: full (levels) or where (any)")
     args = p.parse_args()
@@ -243,7 +249,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     n = args.n_envs
-    env = make_env(n, "mixed")
+    env = make_env(n, "mixed", backend=args.backend)
     # training episode seeds: env i's chain starting at 10^12*seed + i (eval seeds are hashed,
     # from wfrl.rng.episode_seeds with another key, so they never coincide in practice)
     obs, info = env.reset(seed=10**12 * args.seed)
@@ -369,7 +375,7 @@ def main():
             for j, red in enumerate(["B_lineAgent", "RedMeanderAgent"]):
                 # periodic (monitoring) seeds: key 5555, disjoint from the final eval's key 7777
                 r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.eval_episodes_periodic, 5555),
-                              kind)
+                              kind, args.backend)
                 ev[red] = float(r_.mean())
             row["periodic_eval"] = ev
             periodic.append({"episodes": eps_done, **ev})
@@ -382,12 +388,14 @@ def main():
     train_wall = time.perf_counter() - t_start
     torch.save(agent.state_dict(), os.path.join(args.out, "final.pt"))
     # ---- final greedy evaluation on unseen seeds
-    res = {"arm": args.arm, "seed": args.seed, "privileged_critic": pc, "actor_truth": kind, "episodes": n_updates * n, "args": vars(args),
+    res = {"arm": args.arm, "seed": args.seed, "privileged_critic": pc, "actor_truth": kind,
+           "backend": args.backend, "episodes": n_updates * n, "args": vars(args),
            "train_wall_s": train_wall, "collect_s": t_collect, "update_s": t_update,
            "episodes_per_s": n_updates * n / train_wall, "periodic": periodic, "final": {}}
     te = time.perf_counter()
     for j, red in enumerate(["B_lineAgent", "RedMeanderAgent"]):
-        r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.final_eval, 7777), kind)
+        r_ = evaluate(agent, red, eval_seeds(j * 10**6, args.final_eval, 7777), kind,
+                      args.backend)
         res["final"][red] = {"mean": float(r_.mean()), "se": standard_error(r_),
                              "n": len(r_), "removes_per_ep": float(evaluate.counts[0]),
                              "restores_per_ep": float(evaluate.counts[1])}

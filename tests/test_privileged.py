@@ -222,3 +222,40 @@ def test_the_teachers_weight_falls_linearly_to_its_floor():
     assert [round(d.weight(f), 6) for f in (0.0, 0.25, 0.5, 0.75, 1.0)] == [1.0, 0.6, 0.2, 0.2, 0.2]
     assert Distiller(model, 8, 16, 1e-3, 0, 1.0, 0.5, 4.0).weight(0.6) == 0.0
     assert Distiller(model, 8, 16, 1e-3, 0, 1.0, 0.0, 4.0, floor=0.1).weight(0.0) == 0.1
+
+
+def test_a_privileged_update_is_the_same_prepared_ahead_split_or_on_one_thread(one_thread):
+    # The privileged critic relabels the batch when the update starts; a preparation made ahead
+    # keeps its gathered rows and takes the new targets (Prepared.with_targets), and the critic's
+    # fit runs on the critic's thread beside the actor's steps. Neither changes a number: the
+    # learner given preparations, the one preparing in place and the one-thread learner end
+    # with the same statistics, weights and privileged critic, bit for bit.
+    import threading
+
+    from wfrl.ppo.learner import PPOLearner
+    cfg = PPOConfig(hidden=32, memory=True, mask=True, clip_per_net=True, minibatches=3,
+                    privileged_critic=True)
+    buffer, cond, net = _collected(12, cfg.net())
+    b = to_batch(buffer, cond, cfg.gamma, cfg.gae_lambda, net, privileged=True)
+    ahead, plain = PPOLearner(cfg, seed=5), PPOLearner(cfg, seed=5)
+    one = PPOLearner(cfg, seed=5, split=False)
+    threads, fit = [], ahead.privileged.fit
+
+    def spy(*args, **kw):
+        threads.append(threading.current_thread().name)
+        return fit(*args, **kw)
+    ahead.privileged.fit = spy
+    prepared, used = None, []
+    for _ in range(3):
+        nxt = ahead.preparer(len(b))
+        used.append(prepared is not None and prepared.fits(ahead, len(b)))
+        got = ahead.update(b, prepared=prepared)
+        assert got == plain.update(b) == one.update(b)
+        prepared = nxt(b)
+    assert used == [False, True, True]
+    assert threads[0] == threading.current_thread().name       # the first update: one thread
+    assert all(t.startswith("wfrl-critic") for t in threads[1:])
+    for lrn in (plain, one):
+        np.testing.assert_array_equal(ahead.flat_weights(), lrn.flat_weights())
+        for p, q in zip(ahead.privileged.net.parameters(), lrn.privileged.net.parameters()):
+            assert torch.equal(p, q)

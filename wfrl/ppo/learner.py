@@ -144,20 +144,27 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         enabled = gc.isenabled()
         gc.disable()
         try:
-            extra = {}
-            x_priv = None
-            if self.privileged is not None:
-                # advantages and returns from the privileged critic (what was prepared ahead
-                # from the rollout's values no longer applies)
-                x_priv = self.privileged.inputs(batch)
-                batch = self.privileged.relabel(batch, self.cfg.gamma, self.cfg.gae_lambda,
-                                                x_priv)
-                prepared = None
-            out = {**self._update(batch, between, stale, prepared), **batch_stats(batch, lr)}
+            extra: dict = {}
             cfg = self.cfg
+            fit_privileged = None
             if self.privileged is not None:
-                extra["privileged_value_loss"] = self.privileged.fit(
-                    batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef, x_priv)
+                # advantages and returns from the privileged critic: of what was prepared ahead
+                # from the rollout's values, the targets are gathered again
+                x_priv = self.privileged.inputs(batch)
+                batch = self.privileged.relabel(batch, cfg.gamma, cfg.gae_lambda, x_priv)
+                if prepared is not None and prepared.fits(self, len(batch)):
+                    prepared = prepared.with_targets(batch.advantages, batch.returns)
+
+                def fit_privileged():
+                    # its own network, Adam and minibatch order: the same numbers whether it
+                    # runs after the update's steps or beside the actor's on the critic's thread
+                    extra["privileged_value_loss"] = self.privileged.fit(
+                        batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef,
+                        x_priv)
+            out = {**self._update(batch, between, stale, prepared, fit_privileged),
+                   **batch_stats(batch, lr)}
+            if fit_privileged is not None and "privileged_value_loss" not in extra:
+                fit_privileged()
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
                                                  cfg.max_grad_norm, cfg.teacher_steps))
@@ -167,7 +174,9 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             if enabled:
                 gc.enable()
 
-    def _update(self, batch: Batch, between, stale: bool, prepared) -> dict:
+    def _update(self, batch: Batch, between, stale: bool, prepared, critic_after=None) -> dict:
+        """The update's minibatch steps. critic_after (if given) may run on the critic's thread
+        after the critic's steps of a split update (the caller runs it where it did not)."""
         cfg = self.cfg
         n = len(batch)
         split = n and self._split_ok(between)
@@ -193,7 +202,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self._steps = self._compiled_steps() if n else None
         if split:
             sources = (obs, actions, old_logp, adv_all, ret_all, masks, None)
-            return self._finish(self._split_epochs(sources, n, mb, decoupled, prepared))
+            return self._finish(self._split_epochs(sources, n, mb, decoupled, prepared,
+                                                   critic_after))
         if decoupled:
             old_logp, weight_all = self.proximal_weights(obs, actions, old_logp, masks, plan)
         sources = (obs, actions, old_logp, adv_all, ret_all, masks, weight_all)
@@ -220,7 +230,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             break   # the KL stop ends the whole update, not only this epoch
         return self._finish(stats)
 
-    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None) -> list:
+    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None,
+                      critic_after=None) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a
         second one. Under clip_per_net the two networks share nothing within an update but the
         minibatches: the actor's loss (surrogate and entropy) does not involve the critic's
@@ -233,7 +244,9 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         thread computes the proximal pass first (proximal_weights; the critic does not need it).
         prepared (a Prepared that fits): the permutations and the gathered epochs come from it,
         and the generator moves to where drawing them would leave it; only the behaviour or
-        proximal log-probabilities and weights are gathered here."""
+        proximal log-probabilities and weights are gathered here. critic_after: run on the
+        critic's thread once its steps are done (the privileged critic's fit, which shares
+        nothing with the actor's steps)."""
         cfg = self.cfg
         obs, actions, old_logp, adv_all, ret_all, masks, weight_all = sources
         if prepared is None:
@@ -280,6 +293,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                     for start in range(0, n, mb):
                         sl = slice(start, start + mb)
                         out.append(self._critic_step(o[sl], rt[sl], critic_params))
+            if critic_after is not None:
+                critic_after()
             return out
 
         job = _critic_thread().submit(critic)

@@ -3,6 +3,8 @@ actions its steps can skip (Compact), each minibatch's advantages, and the whole
 an update made ahead on another thread (Prepared)."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -93,14 +95,33 @@ class Prepared:
                                     actions.numpy(), cfg.hidden)
             if self.plan is not None:
                 obs, masks, actions = self.plan.obs, self.plan.masks, self.plan.actions
-        mb = max(1, -(-n // cfg.minibatches))
         self.epoch_rows = []
         for perm in perms:
-            o, a, ad, rt, mk = (None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0))
-                                for t in (obs, actions, adv_all, ret_all, masks))
-            adn = torch.cat([minibatch_advantages(ad, None, slice(i, i + mb))
-                             for i in range(0, n, mb)]) if n else ad
-            self.epoch_rows.append((o, a, adn, rt, mk))
+            o, a, mk = (None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0))
+                        for t in (obs, actions, masks))
+            self.epoch_rows.append((o, a, *self._targets(adv_all, ret_all, perm), mk))
+
+    def _targets(self, adv_all: torch.Tensor, ret_all: torch.Tensor, perm) -> tuple:
+        """One epoch's gathered returns and per-minibatch normalised advantages."""
+        mb = max(1, -(-self.n // self.minibatches))
+        ad, rt = (torch.from_numpy(np.take(t.numpy(), perm, 0)) for t in (adv_all, ret_all))
+        adn = torch.cat([minibatch_advantages(ad, None, slice(i, i + mb))
+                         for i in range(0, self.n, mb)]) if self.n else ad
+        return adn, rt
+
+    def with_targets(self, advantages: np.ndarray, returns: np.ndarray) -> "Prepared":
+        """This preparation for the same rows with other advantages and returns (the privileged
+        critic's, computed when the update starts): the gathered inputs, actions, masks, plan and
+        permutations are kept, the targets gathered again — what preparing the relabelled batch
+        would have made."""
+        out = copy.copy(self)
+        adv_all, ret_all = (torch.from_numpy(np.ascontiguousarray(t, np.float32))
+                            for t in (advantages, returns))
+        obs, actions, logp, _, _, masks = self.tensors
+        out.tensors = (obs, actions, logp, adv_all, ret_all, masks)
+        out.epoch_rows = [(o, a, *self._targets(adv_all, ret_all, perm), mk)
+                          for perm, (o, a, _, _, mk) in zip(self.perms, self.epoch_rows)]
+        return out
 
     def fits(self, learner, n: int) -> bool:
         cfg = learner.cfg

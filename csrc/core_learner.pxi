@@ -220,6 +220,54 @@ cdef class NetStep:
         _need(empty == 0, f"NetStep: {empty} row(s) allow no action")
         return logp, weight
 
+    def probs(self, const float[:, ::1] x not None, const int64_t[::1] cols,
+              const uint8_t[:, ::1] allowed):
+        """The network's action distribution on k rows, nothing stepped (csrc/wfrl_update.h,
+        wfrl_net_probs): x [k, nc] the input columns cols (None: all), allowed [k, O] (None: every
+        action). Returns float32 [k, O], 0 on masked actions. Plain twin: Teacher.probs with
+        numpy (tests/test_privileged.py)."""
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), O = self.net.O
+        _need(allowed is None or (allowed.shape[0] == k and allowed.shape[1] == O),
+              f"NetStep: allowed must have shape ({k}, {O})")
+        cdef float *scratch = self._scratch(k, nc, O)
+        cdef const int64_t *cp = _indices(cols)
+        cdef const uint8_t *ap = NULL if allowed is None else &allowed[0, 0]
+        out = np.empty((k, O), np.float32)
+        cdef float[:, ::1] ov = out
+        with nogil:
+            wfrl_net_probs(&self.net, k, &x[0, 0], cp, nc, ap, scratch, &ov[0, 0])
+        return out
+
+    def kl_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
+                const int64_t[::1] acts, const uint8_t[:, ::1] allowed not None,
+                const float[:, ::1] target not None, const float[::1] weight, float coef,
+                float lr):
+        """One distillation step on k rows (csrc/wfrl_update.h, wfrl_kl_step): the loss
+        coef · mean(weight · KL(target ‖ the output's softmax over the allowed actions)), x [k, nc]
+        the input columns cols (None: all), acts the actions in use (None: all O; leave out only
+        actions no row allows), allowed and target [k, no] over them, weight [k] (None: all 1).
+        Returns each row's KL before the step (float32 [k]), the mean weighted KL and the
+        gradient norm before the clip. Plain twin: Distiller's torch step
+        (tests/test_privileged.py)."""
+        cdef int64_t k = x.shape[0], nc = self._columns(x, cols), no = self._outputs(acts)
+        _need(allowed.shape[0] == k and allowed.shape[1] == no
+              and target.shape[0] == k and target.shape[1] == no,
+              f"NetStep: allowed and target must have shape ({k}, {no})")
+        _need(weight is None or weight.shape[0] == k, f"NetStep: weight must have {k} entries")
+        cdef float *scratch = self._scratch(k, nc, no)
+        cdef double stats[3]
+        cdef const int64_t *cp = _indices(cols)
+        cdef const int64_t *ap = _indices(acts)
+        cdef const float *wp = NULL if weight is None else &weight[0]
+        kl = np.empty(k, np.float32)
+        cdef float[::1] kv = kl
+        self.net.lr = lr
+        with nogil:
+            wfrl_kl_step(&self.net, k, &x[0, 0], cp, nc, ap, no, &allowed[0, 0], &target[0, 0],
+                         wp, coef, scratch, &kv[0], stats)
+        _need(stats[1] == 0, f"NetStep: {int(stats[1])} row(s) allow no action")
+        return kl, stats[0], stats[2]
+
     def critic_step(self, const float[:, ::1] x not None, const int64_t[::1] cols,
                     const float[::1] ret not None, float value_coef, float lr):
         """One step of the critic (one output) on k rows toward the returns ret [k]: returns the

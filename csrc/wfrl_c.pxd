@@ -190,6 +190,12 @@ cdef extern from "wfrl_update.h" nogil:
                             const uint8_t *allowed, const int64_t *actions,
                             const float *behaviour_logp, float max_weight, float *scratch,
                             float *logp, float *weight)
+    void wfrl_net_probs(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                        int64_t nc, const uint8_t *allowed, float *scratch, float *probs)
+    void wfrl_kl_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                      int64_t nc, const int64_t *acts, int64_t no, const uint8_t *allowed,
+                      const float *target, const float *w, float coef, float *scratch,
+                      float *kl, double *stats)
 
 cdef extern from "wfrl_vec.h" nogil:
     int WFRL_AUTORESET_NEXT_STEP

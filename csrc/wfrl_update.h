@@ -483,6 +483,99 @@ static int64_t wfrl_actor_logp(const wfrl_net_t *net, int64_t k, const float *x,
     return empty;
 }
 
+/* The network's action distribution on k rows, nothing stepped (the frozen teacher's labels,
+ * wfrl/ppo/privileged.py Teacher): probs [k, O] the softmax of the output over each row's allowed
+ * actions (allowed [k, O], NULL: all), 0 on the others; a row allowing nothing gets the uniform
+ * distribution over all O (as the masked logits, all equal, give it). */
+WFRL_SIMD_CLONES
+static void wfrl_net_probs(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                           int64_t nc, const uint8_t *allowed, float *scratch, float *probs)
+{
+    wfrl_step_mem s;
+    const int64_t no = net->O;
+    wfrl_step_prepare(net, k, cols, nc, NULL, no, scratch, &s);
+    wfrl_step_forward(net, x, &s);
+    for (int64_t r = 0; r < k; ++r) {
+        const float *z = s.out + r * no;
+        const uint8_t *ok = allowed ? allowed + r * no : NULL;
+        float *p = probs + r * no;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < no; ++j)
+            mx = (!ok || ok[j]) && z[j] > mx ? z[j] : mx;
+        if (mx == -INFINITY) {
+            for (int64_t j = 0; j < no; ++j)
+                p[j] = 1.0f / (float)no;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < no; ++j) {
+            p[j] = (!ok || ok[j]) ? wfrl_exp_nonpos(z[j] - mx) : 0.0f;
+            sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < no; ++j)
+            p[j] *= inv;
+    }
+}
+
+/* The distillation step on k rows (wfrl/ppo/privileged.py, Distiller): the loss
+ * coef · mean_r w_r · KL(target_r ‖ q_r), q_r the softmax of the network's output over the row's
+ * allowed actions, w NULL for every row 1. The outputs in use are acts[0..no) (NULL: all O; an
+ * action no row allows may be left out: it adds nothing to the loss and gets no gradient);
+ * allowed and target are [k, no] over those, target 0 on masked actions; its entries below
+ * 1e-12 count as 1e-12 inside the log (as the torch twin clamps them). The gradient of a row's output is coef · w_r / k · (q · Σ target_r − target_r) on the
+ * allowed actions and 0 elsewhere. kl [k]: each row's KL before the step. stats: the mean of
+ * w_r · KL_r, the number of rows that allow no action (nothing is applied when it is not 0),
+ * then the gradient norm before the clip (a max_norm of infinity clips nothing). */
+WFRL_SIMD_CLONES
+static void wfrl_kl_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
+                         int64_t nc, const int64_t *acts, int64_t no, const uint8_t *allowed,
+                         const float *target, const float *w, float coef, float *scratch,
+                         float *kl, double *stats)
+{
+    wfrl_step_mem s;
+    wfrl_step_prepare(net, k, cols, nc, acts, no, scratch, &s);
+    wfrl_step_forward(net, x, &s);
+    double total = 0.0;
+    int64_t empty = 0;
+    for (int64_t r = 0; r < k; ++r) {
+        const float *z = s.out + r * no, *p = target + r * no;
+        const uint8_t *ok = allowed + r * no;
+        float *d = s.dout + r * no;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < no; ++j)
+            mx = ok[j] && z[j] > mx ? z[j] : mx;
+        if (mx == -INFINITY) {
+            ++empty;
+            kl[r] = NAN;
+            continue;
+        }
+        float sum = 0.0f, mass = 0.0f;
+        for (int64_t j = 0; j < no; ++j) {
+            sum += ok[j] ? wfrl_exp_nonpos(z[j] - mx) : 0.0f;
+            mass += ok[j] ? p[j] : 0.0f;
+        }
+        const float lse = mx + logf(sum);
+        float klr = 0.0f;
+        for (int64_t j = 0; j < no; ++j)
+            if (ok[j] && p[j] > 0.0f)
+                klr += p[j] * (logf(p[j] > 1e-12f ? p[j] : 1e-12f) - (z[j] - lse));
+        kl[r] = klr;
+        const float wr = w ? w[r] : 1.0f, g = coef * wr / (float)k;
+        total += (double)(wr * klr);
+        for (int64_t j = 0; j < no; ++j)
+            d[j] = ok[j] ? g * (wfrl_exp_nonpos(z[j] - lse) * mass - p[j]) : 0.0f;
+    }
+    stats[0] = total / (double)k;
+    stats[1] = (double)empty;
+    if (empty) {
+        stats[2] = 0.0;
+        return;
+    }
+    wfrl_step_backward(net, x, &s);
+    stats[2] = wfrl_step_apply(net, cols, acts, &s);
+}
+
 #if defined(__GNUC__)
 #pragma GCC pop_options
 #endif

@@ -20,6 +20,11 @@ from wfrl.ppo.policy import ActorCritic
 from wfrl.ppo.privileged import PrivilegedCritic, Teacher, privileged_gae
 from wfrl.workflow import Workflow
 
+COMPILED_FAST = __import__("wfrl._core").\
+    _core.compiled_step_fast()
+needs_fast_step = pytest.mark.skipif(not COMPILED_FAST,
+                                     reason="the compiled step needs AVX-512 here")
+
 
 def _collected(n_rows=6, net=NetSpec(32, True, True)):
     wf = Workflow.parse("critical_first")
@@ -55,22 +60,33 @@ def test_privileged_gae_equals_the_plain_loop_over_rows():
     np.testing.assert_allclose(ret, r_ref[valid], rtol=1e-6, atol=1e-6)
 
 
-def test_teacher_distribution_equals_the_numpy_policy_row_by_row():
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_fast_step)])
+def test_teacher_distribution_equals_the_numpy_policy_row_by_row(compiled):
+    # compiled: NetStep.probs (csrc/wfrl_update.h wfrl_net_probs) in chunks of 3 rows, a row
+    # allowing nothing (uniform) among them; the reference is the per-step numpy policy
     net = NetSpec(16, memory=True, mask=True, truth_input=True)
     torch.manual_seed(2)
     flat = ActorCritic(net.hidden, net.in_dim).flat_weights()
     rng = np.random.default_rng(1)
-    x = rng.random((7, net.in_dim), dtype=np.float32)
-    allowed = rng.random((7, 145)) < 0.6
+    x = rng.random((8, net.in_dim), dtype=np.float32)
+    allowed = rng.random((8, 145)) < 0.6
     allowed[:, 0] = True
-    got = Teacher(flat, net).probs(x, allowed)
+    allowed[5] = False
+    teacher = Teacher(flat, net, compiled=compiled)
+    teacher.CHUNK = 3
+    got = teacher.probs(x, allowed)
+    assert got.dtype == np.float32 and got.shape == (8, 145)
     ref = NumpyPolicy(flat, net.hidden, net.in_dim)
-    for i in range(7):
+    for i in range(8):
         logits, _ = ref.forward(x[i])
         z = np.where(allowed[i], logits, -1e9)
         p = np.exp(z - z.max())
         np.testing.assert_allclose(got[i], p / p.sum(), rtol=1e-5, atol=1e-7)
-    assert np.all(got[~allowed] == 0)
+    assert np.all(got[~allowed & allowed.any(1, keepdims=True)] == 0)
+    np.testing.assert_allclose(got[5], 1 / 145, rtol=1e-6)
+    unmasked = teacher.probs(x, None)
+    np.testing.assert_allclose(unmasked.sum(1), 1, rtol=1e-5)
+    assert (unmasked > 0).all()
 
 
 def test_the_batch_carries_truth_rewards_and_teacher_labels():
@@ -196,23 +212,59 @@ def test_settings_round_trip_and_older_runs_default_off():
     assert old["privileged_critic"] is False and old["teacher"] is None
 
 
-def test_the_teachers_pass_takes_the_steps_asked_for():
+def _teacher_batch():
     buffer, cond, net = _collected()
     t_net = NetSpec(16, memory=True, mask=True, truth_input=True)
     torch.manual_seed(3)
     teacher = Teacher(ActorCritic(t_net.hidden, t_net.in_dim).flat_weights(), t_net)
-    b = to_batch(buffer, cond, 0.99, 0.95, net, teacher=teacher)
+    return to_batch(buffer, cond, 0.99, 0.95, net, teacher=teacher), net
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_fast_step)])
+def test_the_teachers_pass_takes_the_steps_asked_for(compiled):
+    b, net = _teacher_batch()
     from wfrl.ppo.privileged import Distiller
     for steps, expect in ((None, 4), (4, 4), (1, 1)):
         torch.manual_seed(0)
         model = ActorCritic(net.hidden, net.in_dim)
-        d = Distiller(model, net.in_dim, 16, 1e-3, 0, 1.0, 0.7, 4.0)
+        d = Distiller(model, net.in_dim, 16, 1e-3, 0, 1.0, 0.7, 4.0, compiled=compiled)
         before = [p.detach().clone() for p in model.actor.parameters()]
-        out = d.step(b, 0.0, 4, 1e-3, 0.5, steps)
-        assert d.opt.state[next(model.actor.parameters())]["step"] == expect
+        out = d.step(b, 0.0, 4, 1e-3, steps)
+        took = (d._student.adam["steps"][0] if compiled else
+                d.opt.state[next(model.actor.parameters())]["step"])
+        assert took == expect
         assert 0 < out["teacher_weight"] <= 1 and out["teacher_coef"] == 1.0
         assert any(not torch.equal(a, p) for a, p in zip(before, model.actor.parameters()))
-        assert d.step(b, 0.7, 4, 1e-3, 0.5, steps) == {}     # annealed away: nothing done
+        assert d.step(b, 0.7, 4, 1e-3, steps) == {}     # annealed away: nothing done
+
+
+@needs_fast_step
+@pytest.mark.parametrize("alpha", [4.0, 0.0])
+def test_compiled_teachers_pass_equals_the_torch_twin(alpha):
+    """The distillation's compiled minibatch steps (NetStep.kl_step: the head's, then the
+    student's weighted by the head's KL) against its torch steps from the same start, three
+    passes: the same KL, weights and parameters of the student and the head up to rounding."""
+    b, net = _teacher_batch()
+    from wfrl.ppo.privileged import Distiller
+    runs = []
+    for compiled in (True, False):
+        torch.manual_seed(0)
+        model = ActorCritic(net.hidden, net.in_dim)
+        d = Distiller(model, net.in_dim, 16, 3e-3, 0, 1.0, 0.7, alpha, compiled=compiled)
+        outs = [d.step(b, 0.1 * k, 3, 3e-3) for k in range(3)]
+        runs.append((outs, [p.detach().clone() for p in model.actor.parameters()],
+                     [p.detach().clone() for p in d.aux.parameters()]))
+    (o_c, s_c, a_c), (o_t, s_t, a_t) = runs
+    for oc, ot in zip(o_c, o_t):
+        assert oc.keys() == ot.keys()
+        for k in oc:
+            assert oc[k] == pytest.approx(ot[k], rel=1e-4, abs=1e-6), k
+    assert o_c[0]["teacher_weight"] < 1.0 if alpha else o_c[0]["teacher_weight"] == 1.0
+    for a, b_ in zip(s_c + a_c, s_t + a_t):
+        np.testing.assert_allclose(a.numpy(), b_.numpy(), rtol=1e-3, atol=1e-5)
+    torch.manual_seed(0)
+    start = [p.detach().clone() for p in ActorCritic(net.hidden, net.in_dim).actor.parameters()]
+    assert not all(torch.equal(a, p) for a, p in zip(start, s_c))    # the student moved
 
 
 def test_the_teachers_weight_falls_linearly_to_its_floor():

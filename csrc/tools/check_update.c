@@ -3,10 +3,12 @@
  * width 1..70 (most not a multiple of 16: padded lanes), input width 1..40 with a random subset
  * of columns in use, 1..145 actions with a random subset in use, random masks — every array
  * allocated to its exact size (the scratch too), so a read or write past one is caught. Each
- * actor and critic step, under each register tiling the CPU can run (wfrl_gemm_level), is held
- * to the same step computed here plainly in double precision: the loss, the clipped gradient of
- * every parameter (exactly 0 for the columns and actions not in use) and the parameters after
- * Adam. Usage: check_update CALLS [SEED]. Exit 0 and one summary line when all hold. */
+ * actor, critic and distillation step (wfrl_kl_step: random targets and row weights; before it,
+ * the distribution wfrl_net_probs gives), under each register tiling the CPU can run
+ * (wfrl_gemm_level), is held to the same computed here plainly in double precision: the loss,
+ * the clipped gradient of every parameter (exactly 0 for the columns and actions not in use), the
+ * parameters after Adam, the probabilities. Usage: check_update CALLS [SEED]. Exit 0 and one
+ * summary line when all hold. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,23 +90,13 @@ static wfrl_net_t net_view(net_data *d)
     return net;
 }
 
-/* The twin: forward of the used columns and outputs in double; dout given by `loss` (called
- * with the outputs, writes d loss / d out); backward; clip; Adam. Compared with the C step. */
-typedef void (*loss_fn)(int64_t k, int64_t no, const double *out, double *dout, void *ctx);
-
-static int twin_and_compare(net_data *d, int64_t k, const float *x,
-                            const int64_t *cols, int64_t nc, const int64_t *acts, int64_t no,
-                            loss_fn loss, void *ctx, long call)
+/* The forward pass of the used columns and outputs in double (the parameters before the step):
+ * a1, a2 [k, H], out [k, no]. */
+static void forward_twin(const net_data *d, int64_t k, const float *x, const int64_t *cols,
+                         int64_t nc, const int64_t *acts, int64_t no, double *a1, double *a2,
+                         double *out)
 {
     const int64_t H = d->H, I = d->I;
-    double *a1 = calloc((size_t)(k * H), sizeof(double));
-    double *a2 = calloc((size_t)(k * H), sizeof(double));
-    double *d1 = calloc((size_t)(k * H), sizeof(double));
-    double *d2 = calloc((size_t)(k * H), sizeof(double));
-    double *out = calloc((size_t)(k * no), sizeof(double));
-    double *dout = calloc((size_t)(k * no), sizeof(double));
-    double *g[6];
-    for (int q = 0; q < 6; ++q) g[q] = calloc((size_t)d->sizes[q], sizeof(double));
     const double *W1 = d->rp[0], *b1 = d->rp[1], *W2 = d->rp[2];
     const double *b2 = d->rp[3], *W3 = d->rp[4], *b3 = d->rp[5];
     for (int64_t r = 0; r < k; ++r) {
@@ -125,6 +117,27 @@ static int twin_and_compare(net_data *d, int64_t k, const float *x,
             out[r * no + j] = s;
         }
     }
+}
+
+/* The twin: forward (forward_twin); dout given by `loss` (called with the outputs, writes
+ * d loss / d out); backward; clip; Adam. Compared with the C step. */
+typedef void (*loss_fn)(int64_t k, int64_t no, const double *out, double *dout, void *ctx);
+
+static int twin_and_compare(net_data *d, int64_t k, const float *x,
+                            const int64_t *cols, int64_t nc, const int64_t *acts, int64_t no,
+                            loss_fn loss, void *ctx, long call)
+{
+    const int64_t H = d->H, I = d->I;
+    double *a1 = calloc((size_t)(k * H), sizeof(double));
+    double *a2 = calloc((size_t)(k * H), sizeof(double));
+    double *d1 = calloc((size_t)(k * H), sizeof(double));
+    double *d2 = calloc((size_t)(k * H), sizeof(double));
+    double *out = calloc((size_t)(k * no), sizeof(double));
+    double *dout = calloc((size_t)(k * no), sizeof(double));
+    double *g[6];
+    for (int q = 0; q < 6; ++q) g[q] = calloc((size_t)d->sizes[q], sizeof(double));
+    const double *W2 = d->rp[2], *W3 = d->rp[4];
+    forward_twin(d, k, x, cols, nc, acts, no, a1, a2, out);
     loss(k, no, out, dout, ctx);
     for (int64_t r = 0; r < k; ++r) {
         for (int64_t j = 0; j < no; ++j) {
@@ -230,6 +243,37 @@ static void value_twin(int64_t k, int64_t no, const double *v, double *dv, void 
     }
 }
 
+/* The distillation loss in double (wfrl_kl_step's): coef · mean_r w_r · KL(target_r ‖ q_r). */
+typedef struct {
+    const uint8_t *allowed;
+    const float *target, *w;
+    double coef, total;
+    double *kl;
+} kl_ctx;
+
+static void kl_twin(int64_t k, int64_t no, const double *z, double *dz, void *vctx)
+{
+    kl_ctx *c = vctx;
+    c->total = 0.0;
+    for (int64_t r = 0; r < k; ++r) {
+        const double *zr = z + r * no;
+        const uint8_t *al = c->allowed + r * no;
+        const float *p = c->target + r * no;
+        double mx = -INFINITY, sum = 0.0, mass = 0.0, kl = 0.0;
+        for (int64_t j = 0; j < no; ++j) if (al[j]) mx = fmax(mx, zr[j]);
+        for (int64_t j = 0; j < no; ++j) if (al[j]) sum += exp(zr[j] - mx), mass += p[j];
+        const double lse = mx + log(sum);
+        for (int64_t j = 0; j < no; ++j)
+            if (al[j] && p[j] > 0.0f) kl += p[j] * (log(fmax(p[j], 1e-12)) - (zr[j] - lse));
+        const double wr = c->w ? c->w[r] : 1.0;
+        c->kl[r] = kl;
+        c->total += wr * kl / (double)k;
+        for (int64_t j = 0; j < no; ++j)
+            dz[r * no + j] = al[j] ? c->coef * wr / (double)k * (exp(zr[j] - lse) * mass - p[j])
+                                   : 0.0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     const long calls = argc > 1 ? atol(argv[1]) : 60;
@@ -246,12 +290,15 @@ int main(int argc, char **argv)
         const int64_t k = 1 + (int64_t)(wfrl_rng_uniform(&rng) * 300);
         const int64_t H = 1 + (int64_t)(wfrl_rng_uniform(&rng) * 70);
         const int64_t I = 1 + (int64_t)(wfrl_rng_uniform(&rng) * 40);
-        const int actor = c % 2 == 0;
-        const int64_t O = actor ? 1 + (int64_t)(wfrl_rng_uniform(&rng) * WFRL_N_ACTIONS) : 1;
+        const int actor = c % 3 == 0, distil = c % 3 == 2;
+        const int64_t O = actor || distil ? 1 + (int64_t)(wfrl_rng_uniform(&rng) * WFRL_N_ACTIONS)
+                                          : 1;
         int64_t *cols = malloc((size_t)I * sizeof(int64_t));
         int64_t *acts = malloc((size_t)O * sizeof(int64_t));
         const int64_t nc = subset(&rng, I, cols);
-        const int64_t no = actor ? subset(&rng, O, acts) : 1;
+        /* the distillation step: all outputs in half its calls, a subset in the others */
+        const int64_t no = actor || (distil && c % 2) ? subset(&rng, O, acts) : distil ? O : 1;
+        const int64_t *used = actor || (distil && c % 2) ? acts : NULL;
         float *x = malloc((size_t)(k * nc) * sizeof(float));
         for (int64_t i = 0; i < k * nc; ++i)   /* sparse 0/1 and real inputs */
             x[i] = wfrl_rng_uniform(&rng) < 0.5 ? 0.0f
@@ -284,6 +331,66 @@ int main(int argc, char **argv)
             if (!bad && fabs(stats[1] - h.ent) > 1e-4 * (1.0 + fabs(h.ent)))
                 bad = fail("the entropy sum", c, stats[1], h.ent);
             free(allowed), free(actions), free(old_logp), free(adv);
+        } else if (distil) {
+            /* every output in use; a random mask (each row allows one at least), a target over
+             * the allowed actions with zeros and values below the log's 1e-12 floor, and row
+             * weights in half the calls (NULL: all 1) */
+            uint8_t *allowed = malloc((size_t)(k * no));
+            float *target = malloc((size_t)(k * no) * sizeof(float));
+            float *w = wfrl_rng_uniform(&rng) < 0.5 ? malloc((size_t)k * sizeof(float)) : NULL;
+            float *kl = malloc((size_t)k * sizeof(float));
+            double *kl_ref = malloc((size_t)k * sizeof(double));
+            for (int64_t r = 0; r < k; ++r) {
+                double mass = 0.0;
+                for (int64_t j = 0; j < no; ++j) {
+                    allowed[r * no + j] = wfrl_rng_uniform(&rng) < 0.6;
+                    const double u = wfrl_rng_uniform(&rng);
+                    target[r * no + j] = u < 0.3 ? 0.0f : u < 0.35 ? 1e-14f : (float)u;
+                }
+                allowed[r * no + (int64_t)(wfrl_rng_uniform(&rng) * (double)no)] = 1;
+                for (int64_t j = 0; j < no; ++j)
+                    if (!allowed[r * no + j]) target[r * no + j] = 0.0f;
+                    else mass += target[r * no + j];
+                for (int64_t j = 0; j < no && mass > 0.0; ++j)
+                    target[r * no + j] = (float)(target[r * no + j] / mass);
+                if (w) w[r] = (float)uni(&rng, 0.0, 1.0);
+            }
+            /* the distribution (wfrl_net_probs, nothing stepped), against the softmax of the
+             * twin's forward over each row's allowed actions; then the step */
+            float *probs = malloc((size_t)(k * no) * sizeof(float));
+            double *a1 = malloc((size_t)(k * H) * sizeof(double));
+            double *a2 = malloc((size_t)(k * H) * sizeof(double));
+            double *z = malloc((size_t)(k * no) * sizeof(double));
+            if (!used) {    /* (wfrl_net_probs: every output) */
+                wfrl_net_probs(&net, k, x, cols, nc, allowed, scratch, probs);
+                forward_twin(&d, k, x, cols, nc, NULL, no, a1, a2, z);
+            }
+            bad = 0;
+            for (int64_t r = 0; r < k && !bad && !used; ++r) {
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < no; ++j) if (allowed[r * no + j]) mx = fmax(mx, z[r * no + j]);
+                for (int64_t j = 0; j < no; ++j) if (allowed[r * no + j]) sum += exp(z[r * no + j] - mx);
+                for (int64_t j = 0; j < no && !bad; ++j) {
+                    const double want = allowed[r * no + j] ? exp(z[r * no + j] - mx) / sum : 0.0;
+                    if (fabs(probs[r * no + j] - want) > 1e-5 * want + 1e-7)
+                        bad = fail("a probability", c, probs[r * no + j], want);
+                }
+            }
+            free(probs), free(a1), free(a2), free(z);
+            double stats[3];
+            wfrl_kl_step(&net, k, x, cols, nc, used, no, allowed, target, w, 0.7f, scratch, kl,
+                         stats);
+            kl_ctx t = {allowed, target, w, 0.7, 0.0, kl_ref};
+            if (!bad)
+                bad = twin_and_compare(&d, k, x, cols, nc, used, no, kl_twin, &t, c);
+            if (!bad && stats[1] != 0.0)
+                bad = fail("rows allowing nothing", c, stats[1], 0.0);
+            if (!bad && fabs(stats[0] - t.total) > 1e-4 * (1.0 + fabs(t.total)))
+                bad = fail("the weighted KL", c, stats[0], t.total);
+            for (int64_t r = 0; r < k && !bad; ++r)
+                if (fabs(kl[r] - kl_ref[r]) > 1e-4 * (1.0 + fabs(kl_ref[r])))
+                    bad = fail("a row's KL", c, kl[r], kl_ref[r]);
+            free(allowed), free(target), free(w), free(kl), free(kl_ref);
         } else {
             float *ret = malloc((size_t)k * sizeof(float));
             for (int64_t r = 0; r < k; ++r) ret[r] = (float)uni(&rng, -30.0, 5.0);

@@ -107,7 +107,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             from wfrl.ppo.privileged import Distiller
             self.distiller = Distiller(self.model, self.net.in_dim, cfg.hidden, cfg.lr, seed,
                                        cfg.teacher_coef, cfg.teacher_anneal, cfg.teacher_alpha,
-                                       cfg.teacher_floor)
+                                       cfg.teacher_floor, cfg.max_grad_norm,
+                                       compiled=self.compiled and COMPILED_FAST)
 
     def set_progress(self, frac: float) -> None:
         """Move the learning rate and entropy weight along their schedules: frac is the share of
@@ -167,7 +168,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                 fit_privileged()
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
-                                                 cfg.max_grad_norm, cfg.teacher_steps))
+                                                 cfg.teacher_steps))
             return {**out, **extra}
         finally:
             self._steps = None     # (they hold this update's tensors; made again by the next)

@@ -55,6 +55,37 @@ def _used_columns(x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.flatnonzero(x.numpy().any(0)))
 
 
+class _CompiledAdam:
+    """A network's compiled minibatch step (wfrl._core.NetStep, the learner's) with an Adam of
+    its own (betas 0.9, 0.999, eps 1e-5): the moments and step counters as numpy arrays, the
+    parameters those of `params` (stepped in place), their norm clipped to max_norm."""
+
+    def __init__(self, params, max_norm: float):
+        import wfrl._core as _core
+        arrays = [p.detach().numpy() for p in params]
+        self.adam = {"m": [np.zeros_like(a) for a in arrays],
+                     "v": [np.zeros_like(a) for a in arrays],
+                     "steps": [np.zeros((), np.float32) for _ in arrays]}
+        self.step = _core.NetStep(arrays, [np.zeros_like(a) for a in arrays], self.adam["m"],
+                                  self.adam["v"], self.adam["steps"], 0.9, 0.999, 1e-5, max_norm)
+
+    def state(self) -> dict:
+        return {k: [torch.from_numpy(a.copy()) for a in v] for k, v in self.adam.items()}
+
+    def load_state(self, state: dict) -> None:
+        for k, arrays in self.adam.items():
+            for a, t in zip(arrays, state[k]):
+                a[...] = t.numpy()
+
+
+def _compiled_default(compiled: bool | None) -> bool:
+    """None: the compiled step where it runs its fast tiling (as the learner decides)."""
+    if compiled is None:
+        import wfrl._core as _core
+        return bool(_core.compiled_step_fast())
+    return compiled
+
+
 def _minibatches(n: int, k: int, gen: torch.Generator):
     perm = torch.randperm(n, generator=gen)
     mb = max(1, -(-n // k))
@@ -98,21 +129,10 @@ class PrivilegedCritic:
         self.net = _mlp(1, hidden, self.in_dim, 1.0)
         self.max_grad_norm = max_grad_norm
         self.gen = torch.Generator().manual_seed(seed + 0x5EED)
-        if compiled is None:
-            import wfrl._core as _core
-            compiled = bool(_core.compiled_step_fast())
-        self.compiled = compiled
-        self.opt = None if compiled else torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
-        self._adam = None
-        if compiled:
-            import wfrl._core as _core
-            params = [p.detach().numpy() for p in self.net.parameters()]
-            self._adam = {"m": [np.zeros_like(p) for p in params],
-                          "v": [np.zeros_like(p) for p in params],
-                          "steps": [np.zeros((), np.float32) for _ in params]}
-            self._step = _core.NetStep(params, [np.zeros_like(p) for p in params],
-                                       self._adam["m"], self._adam["v"], self._adam["steps"],
-                                       0.9, 0.999, 1e-5, max_grad_norm)
+        self.compiled = _compiled_default(compiled)
+        self.opt = (None if self.compiled else
+                    torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5))
+        self._c = _CompiledAdam(self.net.parameters(), max_grad_norm) if self.compiled else None
 
     def inputs(self, batch) -> torch.Tensor:
         if batch.truth is None:
@@ -145,7 +165,7 @@ class PrivilegedCritic:
         for _ in range(epochs):
             for idx in _minibatches(len(ret), minibatches, self.gen):
                 if self.compiled:
-                    loss, _ = self._step.critic_step(
+                    loss, _ = self._c.step.critic_step(
                         np.ascontiguousarray(x[idx].numpy()), cols_np,
                         np.ascontiguousarray(ret[idx].numpy()), value_coef, lr)
                     losses.append(loss)
@@ -164,8 +184,7 @@ class PrivilegedCritic:
         if self.opt is not None:
             out["opt"] = self.opt.state_dict()
         else:
-            out["adam"] = {k: [torch.from_numpy(a.copy()) for a in v]
-                           for k, v in self._adam.items()}
+            out["adam"] = self._c.state()
         return out
 
     def load_state(self, state: dict) -> None:
@@ -177,17 +196,20 @@ class PrivilegedCritic:
         self.gen.set_state(state["rng"])
         if self.opt is not None and "opt" in state:
             self.opt.load_state_dict(state["opt"])
-        elif self._adam is not None and "adam" in state:
-            for k, arrays in self._adam.items():
-                for a, t in zip(arrays, state["adam"][k]):
-                    a[...] = t.numpy()
+        elif self._c is not None and "adam" in state:
+            self._c.load_state(state["adam"])
 
 
 class Teacher:
     """A frozen full-information policy: its NetSpec (truth input on, no belief) and its actor's
-    weights, evaluated on a whole batch at once with numpy."""
+    weights, evaluated on a whole batch at once: compiled (wfrl._core.NetStep.probs, the
+    learner's forward pass) where the learner's step is, else with numpy, the plain twin
+    (tests/test_privileged.py holds them together)."""
 
-    def __init__(self, flat: np.ndarray, net: NetSpec, source: str = "teacher"):
+    CHUNK = 4096     # rows per compiled call (its scratch grows with them)
+
+    def __init__(self, flat: np.ndarray, net: NetSpec, source: str = "teacher",
+                 compiled: bool | None = None):
         if not net.truth_input:
             raise UserError(f"--teacher {source}: not a full-information policy (train it with "
                             "--truth-input)")
@@ -195,11 +217,29 @@ class Teacher:
             raise UserError(f"--teacher {source}: a teacher with the belief input is not "
                             "supported")
         self.net, self.source = net, source
-        self._policy = NumpyPolicy(flat, net.hidden, net.in_dim)
+        self._policy = NumpyPolicy(np.array(flat, np.float32), net.hidden, net.in_dim)
+        self._step = None
+        if _compiled_default(compiled):
+            import wfrl._core as _core
+            params = [a for layer in self._policy._a for a in layer]
+            self._step = _core.NetStep(params, *([np.zeros_like(a) for a in params]
+                                                 for _ in range(3)),
+                                       [np.zeros((), np.float32) for _ in params],
+                                       0.9, 0.999, 1e-5, 1.0)
 
     def probs(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
         """Action probabilities float32 [N, 145] for teacher inputs x [N, in_dim]; allowed: the
         teacher's own mask (bool [N, 145]) where its network masks."""
+        if self._step is not None:
+            ok = None if allowed is None else np.asarray(allowed).view(np.uint8)
+            cols = np.flatnonzero(np.asarray(x).any(0)).astype(np.int64)   # the columns in use
+            x = np.ascontiguousarray(np.asarray(x, np.float32)[:, cols])
+            out = np.empty((len(x), N_ACTIONS), np.float32)
+            for a in range(0, len(x), self.CHUNK):
+                rows = slice(a, a + self.CHUNK)
+                out[rows] = self._step.probs(x[rows], cols,
+                                             None if ok is None else np.ascontiguousarray(ok[rows]))
+            return out
         z = self._policy.batch_logits(x)
         if allowed is not None:
             z = np.where(allowed, z, np.float32(MASKED_LOGIT))
@@ -211,16 +251,29 @@ class Teacher:
 
 class Distiller:
     """The student's pass toward the teacher after each update (see the module): its own Adam on
-    the actor's parameters, the auxiliary head and its Adam, and the minibatch order."""
+    the actor's parameters, the auxiliary head and its Adam, and the minibatch order.
+
+    compiled: each minibatch's two steps (the auxiliary head's, then the student's with the
+    weights from the head's KL before its step) run in C (wfrl._core.NetStep.kl_step); else in
+    torch, the plain twin (tests/test_privileged.py holds them together). The student's gradient
+    norm is clipped to max_grad_norm, the head's is not."""
 
     def __init__(self, model: nn.Module, in_dim: int, hidden: int, lr: float, seed: int,
-                 coef: float, anneal: float, alpha: float, floor: float = 0.0):
+                 coef: float, anneal: float, alpha: float, floor: float = 0.0,
+                 max_grad_norm: float = 0.5, compiled: bool | None = None):
         self.model, self.coef, self.anneal, self.alpha = model, coef, anneal, alpha
-        self.floor = floor
-        self.opt = torch.optim.Adam(model.actor.parameters(), lr=lr, eps=1e-5)
+        self.floor, self.max_grad_norm = floor, max_grad_norm
         self.aux = _mlp(N_ACTIONS, hidden, in_dim, 0.01)
-        self.aux_opt = torch.optim.Adam(self.aux.parameters(), lr=lr, eps=1e-5)
         self.gen = torch.Generator().manual_seed(seed + 0xD157)
+        self.compiled = _compiled_default(compiled)
+        self.opt = self.aux_opt = None
+        self._student = self._aux = None
+        if self.compiled:
+            self._student = _CompiledAdam(model.actor.parameters(), max_grad_norm)
+            self._aux = _CompiledAdam(self.aux.parameters(), float("inf"))
+        else:
+            self.opt = torch.optim.Adam(model.actor.parameters(), lr=lr, eps=1e-5)
+            self.aux_opt = torch.optim.Adam(self.aux.parameters(), lr=lr, eps=1e-5)
 
     def weight(self, frac: float) -> float:
         """The KL term's weight at progress frac (share of the run's episodes done): coef falling
@@ -230,7 +283,7 @@ class Distiller:
         return self.floor + (self.coef - self.floor) * max(0.0, 1.0 - frac / self.anneal)
 
     def step(self, batch, frac: float, minibatches: int, lr: float,
-             max_grad_norm: float, steps: int | None = None) -> dict:
+             steps: int | None = None) -> dict:
         """The pass over the batch: `steps` of its `minibatches` random shares (all of them when
         None); {} once the weight has reached 0."""
         coef = self.weight(frac)
@@ -250,12 +303,16 @@ class Distiller:
         if allowed is not None:   # the teacher's mass on actions the student may not take
             p_t = p_t * allowed
             p_t = p_t / p_t.sum(-1, keepdim=True).clamp_min(1e-12)
+        cols = _used_columns(x)
+        x = x[:, cols]
+        if self.compiled:
+            kls, weights = self._compiled_pass(x, cols, p_t, allowed, shares, coef, lr)
+            return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
+                    "teacher_coef": coef}
         log_t = torch.log(p_t.clamp_min(1e-12))
         for opt in (self.opt, self.aux_opt):
             for g in opt.param_groups:
                 g["lr"] = lr
-        cols = _used_columns(x)
-        x = x[:, cols]
         kls, weights = [], []
         for idx in shares:
             xi, pi, li = x[idx], p_t[idx], log_t[idx]
@@ -268,13 +325,38 @@ class Distiller:
             self.opt.zero_grad(set_to_none=True)
             self.aux_opt.zero_grad(set_to_none=True)
             (loss + kl_aux.mean()).backward()
-            nn.utils.clip_grad_norm_(self.model.actor.parameters(), max_grad_norm)
+            nn.utils.clip_grad_norm_(self.model.actor.parameters(), self.max_grad_norm)
             self.opt.step()
             self.aux_opt.step()
             kls.append(kl_s.mean().item())
             weights.append(w.mean().item())
         return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
                 "teacher_coef": coef}
+
+    def _compiled_pass(self, x, cols, p_t, allowed, shares, coef: float, lr: float):
+        """The torch loop's minibatch steps in C: per share, the head's KL before its step sets
+        the student's per-state weights."""
+        xs, ps = x.numpy(), p_t.numpy()
+        ok = (np.ones(ps.shape, np.uint8) if allowed is None
+              else allowed.numpy().view(np.uint8))
+        cols_np = cols.numpy().astype(np.int64)
+        # the actions some row allows (the rest add nothing and get no gradient: left out)
+        acts = np.flatnonzero(ok.any(0)).astype(np.int64)
+        if len(acts) == ok.shape[1]:
+            acts = None
+        else:
+            ps, ok = ps[:, acts], ok[:, acts]
+        kls, weights = [], []
+        for idx in shares:
+            rows = idx.numpy()
+            xi, pi, mi = (np.ascontiguousarray(a[rows]) for a in (xs, ps, ok))
+            kl_aux, _, _ = self._aux.step.kl_step(xi, cols_np, acts, mi, pi, None, 1.0, lr)
+            w = (np.exp(-self.alpha * kl_aux).astype(np.float32) if self.alpha > 0
+                 else np.ones_like(kl_aux))
+            kl_s, _, _ = self._student.step.kl_step(xi, cols_np, acts, mi, pi, w, coef, lr)
+            kls.append(float(kl_s.mean()))
+            weights.append(float(w.mean()))
+        return kls, weights
 
     @staticmethod
     def _kl(logits, p_t, log_t, allowed):
@@ -283,11 +365,23 @@ class Distiller:
         return (p_t * (log_t - torch.log_softmax(logits, -1))).sum(-1)
 
     def state(self) -> dict:
-        return {"opt": self.opt.state_dict(), "aux": self.aux.state_dict(),
-                "aux_opt": self.aux_opt.state_dict(), "rng": self.gen.get_state()}
+        out = {"aux": self.aux.state_dict(), "rng": self.gen.get_state()}
+        if self.compiled:
+            out.update(adam=self._student.state(), aux_adam=self._aux.state())
+        else:
+            out.update(opt=self.opt.state_dict(), aux_opt=self.aux_opt.state_dict())
+        return out
 
     def load_state(self, state: dict) -> None:
-        self.opt.load_state_dict(state["opt"])
-        self.aux.load_state_dict(state["aux"])
-        self.aux_opt.load_state_dict(state["aux_opt"])
+        """A saved pass: the head's weights and the minibatch order, and (from the same kind of
+        step, compiled or torch) the two Adams' moments; moments of the other kind start fresh."""
+        with torch.no_grad():   # in place: the compiled step holds the head's memory
+            for p, q in zip(self.aux.parameters(), state["aux"].values()):
+                p.copy_(q)
         self.gen.set_state(state["rng"])
+        if not self.compiled and "opt" in state:
+            self.opt.load_state_dict(state["opt"])
+            self.aux_opt.load_state_dict(state["aux_opt"])
+        elif self.compiled and "adam" in state:
+            self._student.load_state(state["adam"])
+            self._aux.load_state(state["aux_adam"])

@@ -168,6 +168,7 @@ def table(dirs) -> str:
                 r = json.load(fh)
             truth = r.get("actor_truth", "none")
             arm = r["arm"] if truth == "none" else f"{r['arm']}+truth:{truth}"
+            arm += f", {r['episodes'] // 1000}k" if r["episodes"] != 60000 else ""
             arm += " (leaderboard)" if r.get("backend", "sim") != "sim" else ""
             runs[(bool(r.get("privileged_critic", False)), arm, r["seed"])] = r
     reds = ("B_lineAgent", "RedMeanderAgent")
@@ -178,12 +179,14 @@ def table(dirs) -> str:
     def critic(pc):
         return "privileged" if pc else "plain"
 
-    lines = ["| critic | arm | seed | episodes | B_line-100 | Meander-100 | episodes/s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| critic | arm | seed | episodes | B_line-100 | Meander-100 | Removes / Restores "
+             "per Meander episode | episodes/s |", "|---|---|---|---|---|---|---|---|"]
     for (pc, arm, seed), r in sorted(runs.items()):
         f = r["final"]
+        m = f["RedMeanderAgent"]
         lines.append(f"| {critic(pc)} | {arm} | {seed} | {r['episodes']} | "
                      + " | ".join(f"{f[x]['mean']:.2f} ± {f[x]['se']:.2f}" for x in reds)
+                     + f" | {m['removes_per_ep']:.2f} / {m['restores_per_ep']:.2f}"
                      + f" | {r['episodes_per_s']:.0f} |")
     lines += ["", "| critic | arm | seeds | B_line-100 | Meander-100 |", "|---|---|---|---|---|"]
     for key in sorted({(pc, arm) for pc, arm, _ in runs}):
@@ -196,9 +199,9 @@ def table(dirs) -> str:
              for pc in (False, True) for a, b in (("gru", "mlp"), ("gru0", "mlp"), ("gru", "gru0"))]
     pairs += [(f"privileged − plain critic, {arm}", (True, arm), (False, arm)) for arm in ("mlp", "gru")]
     pairs += [(f"{a} − {b}, privileged critic", (True, a), (True, b))
-              for code in ("", " (leaderboard)")
-              for a, b in ((f"mlp+truth:where{code}", f"mlp{code}"),
-                           (f"mlp+truth:full{code}", f"mlp+truth:where{code}"))]
+              for code in ("", " (leaderboard)") for n in ("", ", 120k", ", 300k")
+              for a, b in ((f"mlp+truth:where{n}{code}", f"mlp{n}{code}"),
+                           (f"mlp+truth:full{n}{code}", f"mlp+truth:where{n}{code}"))]
     for label, ka, kb in pairs:
         seeds = sorted(s for p, a, s in runs if (p, a) == ka and (*kb, s) in runs)
         if not seeds:

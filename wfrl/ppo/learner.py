@@ -164,8 +164,6 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                         x_priv)
             out = {**self._update(batch, between, stale, prepared, fit_privileged),
                    **batch_stats(batch, lr)}
-            if fit_privileged is not None and "privileged_value_loss" not in extra:
-                fit_privileged()
             if self.distiller is not None:
                 extra.update(self.distiller.step(batch, self.progress, cfg.minibatches, lr,
                                                  cfg.teacher_steps))
@@ -176,8 +174,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                 gc.enable()
 
     def _update(self, batch: Batch, between, stale: bool, prepared, critic_after=None) -> dict:
-        """The update's minibatch steps. critic_after (if given) may run on the critic's thread
-        after the critic's steps of a split update (the caller runs it where it did not)."""
+        """The update's minibatch steps. critic_after (if given) runs once, after the critic's
+        steps: on the critic's thread in a split update, else at the end."""
         cfg = self.cfg
         n = len(batch)
         split = n and self._split_ok(between)
@@ -229,6 +227,8 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             else:
                 continue
             break   # the KL stop ends the whole update, not only this epoch
+        if critic_after is not None:
+            critic_after()
         return self._finish(stats)
 
     def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None,

@@ -58,11 +58,12 @@ def _used_columns(x: torch.Tensor) -> torch.Tensor:
 class _CompiledAdam:
     """A network's compiled minibatch step (wfrl._core.NetStep, the learner's) with an Adam of
     its own (betas 0.9, 0.999, eps 1e-5): the moments and step counters as numpy arrays, the
-    parameters those of `params` (stepped in place), their norm clipped to max_norm."""
+    parameters those of `params` (torch parameters or float32 arrays, stepped in place), their
+    norm clipped to max_norm."""
 
     def __init__(self, params, max_norm: float):
         import wfrl._core as _core
-        arrays = [p.detach().numpy() for p in params]
+        arrays = [p if isinstance(p, np.ndarray) else p.detach().numpy() for p in params]
         self.adam = {"m": [np.zeros_like(a) for a in arrays],
                      "v": [np.zeros_like(a) for a in arrays],
                      "steps": [np.zeros((), np.float32) for _ in arrays]}
@@ -219,13 +220,9 @@ class Teacher:
         self.net, self.source = net, source
         self._policy = NumpyPolicy(np.array(flat, np.float32), net.hidden, net.in_dim)
         self._step = None
-        if _compiled_default(compiled):
-            import wfrl._core as _core
-            params = [a for layer in self._policy._a for a in layer]
-            self._step = _core.NetStep(params, *([np.zeros_like(a) for a in params]
-                                                 for _ in range(3)),
-                                       [np.zeros((), np.float32) for _ in params],
-                                       0.9, 0.999, 1e-5, 1.0)
+        if _compiled_default(compiled):   # (forward only: its Adam never steps)
+            self._step = _CompiledAdam([a for layer in self._policy._a for a in layer],
+                                       1.0).step
 
     def probs(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
         """Action probabilities float32 [N, 145] for teacher inputs x [N, in_dim]; allowed: the
@@ -305,10 +302,14 @@ class Distiller:
             p_t = p_t / p_t.sum(-1, keepdim=True).clamp_min(1e-12)
         cols = _used_columns(x)
         x = x[:, cols]
-        if self.compiled:
-            kls, weights = self._compiled_pass(x, cols, p_t, allowed, shares, coef, lr)
-            return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
-                    "teacher_coef": coef}
+        kls, weights = (self._compiled_pass if self.compiled else self._torch_pass)(
+            x, cols, p_t, allowed, shares, coef, lr)
+        return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
+                "teacher_coef": coef}
+
+    def _torch_pass(self, x, cols, p_t, allowed, shares, coef: float, lr: float):
+        """The minibatch steps in torch (the plain twin): per share, both networks' KL toward
+        the teacher, the head's (detached) setting the student's per-state weights."""
         log_t = torch.log(p_t.clamp_min(1e-12))
         for opt in (self.opt, self.aux_opt):
             for g in opt.param_groups:
@@ -330,8 +331,7 @@ class Distiller:
             self.aux_opt.step()
             kls.append(kl_s.mean().item())
             weights.append(w.mean().item())
-        return {"teacher_kl": float(np.mean(kls)), "teacher_weight": float(np.mean(weights)),
-                "teacher_coef": coef}
+        return kls, weights
 
     def _compiled_pass(self, x, cols, p_t, allowed, shares, coef: float, lr: float):
         """The torch loop's minibatch steps in C: per share, the head's KL before its step sets

@@ -71,8 +71,25 @@ def ppo_head(const float[:, ::1] logits, const uint8_t[:, ::1] allowed not None,
 
 def compiled_step_fast():
     """Whether the compiled minibatch step runs its fast tiling on this CPU (AVX-512); elsewhere
-    it is correct but slower than torch's steps, which the learner then keeps."""
+    it is correct but slower than torch's steps, which the learner then keeps
+    (wfrl.ppo.learner.COMPILED_FAST, which WFRL_COMPILED_STEP may override)."""
     return wfrl_gemm_level() == 2
+
+
+def gemm_level():
+    """The tiling the compiled step's products run: 2 (AVX-512, 6 rows × 64 columns) or 0 (the
+    portable one, 2 rows × 16 columns)."""
+    return wfrl_gemm_level()
+
+
+def set_gemm_level(int level):
+    """Force the tiling (0 or 2; 2 only where the CPU has AVX-512), or -1: by the CPU again."""
+    global wfrl_gemm_level_override
+    _need(level in (-1, 0, 2), f"set_gemm_level: level must be -1, 0 or 2, got {level}")
+    if level == 2:
+        wfrl_gemm_level_override = -1
+        _need(wfrl_gemm_level() == 2, "set_gemm_level: this CPU has no AVX-512")
+    wfrl_gemm_level_override = level
 
 
 cdef float *_f32_ptr(object arr, tuple shape, str what) except NULL:

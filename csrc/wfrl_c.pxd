@@ -178,6 +178,7 @@ cdef extern from "wfrl_update.h" nogil:
         float lr, beta1, beta2, eps, max_norm
     int64_t wfrl_step_scratch_floats(int64_t k, int64_t nc, int64_t H, int64_t no)
     int wfrl_gemm_level()
+    int wfrl_gemm_level_override
     void wfrl_actor_step(const wfrl_net_t *net, int64_t k, const float *x, const int64_t *cols,
                          int64_t nc, const int64_t *acts, int64_t no, const uint8_t *allowed,
                          const int64_t *actions, const float *old_logp, const float *adv,

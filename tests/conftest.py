@@ -38,6 +38,25 @@ _ABSENT = {
 }
 
 
+def _fast_tiling() -> bool:
+    import wfrl._core as _core
+    return bool(_core.compiled_step_fast())
+
+
+@pytest.fixture(params=[0, pytest.param(2, marks=pytest.mark.skipif(
+    not _fast_tiling(), reason="the AVX-512 tiling: this CPU has no AVX-512 (the portable "
+                               "tiling's run of the same test covers it)"))],
+    ids=["portable", "avx512"])
+def tiling(request):
+    """Each compiled-step test runs under the portable tiling (every CPU runs it; the one a CPU
+    without AVX-512 takes) and, where the CPU has AVX-512, under the fast one."""
+    import wfrl._core as _core
+    before = _core.gemm_level()
+    _core.set_gemm_level(request.param)
+    yield request.param
+    _core.set_gemm_level(-1 if before == 2 else 0)
+
+
 def pytest_collection_modifyitems(config, items):
     for marker, (present, reason) in _ABSENT.items():
         if present:

@@ -58,6 +58,9 @@ def test_train_writes_sane_records(trained_run):
     cfg = json.loads((out / "experiment_config.json").read_text())
     assert cfg["workflow_order"] == WF and cfg["backend"] == "cyborg"
     assert cfg["total_episodes"] == 20 and cfg["ppo"]["lr"] == 0.002
+    from wfrl.config.run import PPOConfig
+    from wfrl.ppo.learner import update_step_name
+    assert cfg["update_step"] == update_step_name(PPOConfig.from_dict(cfg["ppo"]))   # how it ran
     rows = read_csv(out / "training_log.csv")
     assert list(rows[0]) == LOG_COLUMNS
     assert [int(r["Update"]) for r in rows] == [1, 2]

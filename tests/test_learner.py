@@ -1,5 +1,7 @@
 """The learner learns: PPO on a tiny task with a known optimum, through the real buffer, GAE and
 batch path the collectors use (no CybORG)."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -425,15 +427,20 @@ def test_compiled_proximal_pass_equals_the_torch_one(compact, compiled_on_any_cp
 
 def test_compiled_steps_only_where_they_apply(monkeypatch):
     # The C step clips the network it steps and does not stop between its passes: the joint clip
-    # and the KL stop keep the torch steps; so do compiled=False and a CPU without AVX-512.
+    # and the KL stop keep the torch steps; so do compiled=False and a CPU without AVX-512
+    # (COMPILED_FAST false). Where it is true, on any CPU, the rest take the compiled steps.
     import dataclasses
     import wfrl.ppo.learner as learner_module
     cfg, batch = _recorded_batch(True)
-    with monkeypatch.context() as m:
-        m.setattr(learner_module, "COMPILED_FAST", False)
-        lrn = PPOLearner(dataclasses.replace(cfg, clip_per_net=True), seed=9)
-        lrn.update(batch)
-        assert lrn._net_steps is None
+    on = dataclasses.replace(cfg, clip_per_net=True)
+    lrn = PPOLearner(on, seed=9)
+    lrn.update(batch)
+    assert (lrn._net_steps is not None) == learner_module.COMPILED_FAST   # as this CPU decides
+    monkeypatch.setattr(learner_module, "COMPILED_FAST", False)
+    lrn = PPOLearner(on, seed=9)
+    lrn.update(batch)
+    assert lrn._net_steps is None
+    monkeypatch.setattr(learner_module, "COMPILED_FAST", True)
     for kw, compiled, want in (({"clip_per_net": True}, True, True),
                                ({"clip_per_net": False}, True, False),
                                ({"clip_per_net": True, "target_kl": 1.0}, True, False),
@@ -698,3 +705,39 @@ def test_the_public_torch_path_gives_the_private_paths_numbers(monkeypatch, one_
         np.testing.assert_array_equal(fast.flat_weights(), public.flat_weights())
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     assert not optim.private_paths()
+
+
+def test_the_compiled_step_switch_is_read_checked_and_recorded(monkeypatch):
+    # WFRL_COMPILED_STEP: auto takes the compiled steps where the CPU has AVX-512; off never
+    # (and forces the portable tiling: a machine with AVX-512 runs as one without); on always.
+    # A bad value is one line and exit 2 before any work; a run's record names the path taken.
+    import subprocess
+    import sys
+
+    from wfrl import _core
+    from wfrl.config.run import compiled_step_setting
+    from wfrl.errors import UserError
+    from wfrl.ppo.learner import update_step_name
+    assert [compiled_step_setting(v) for v in ("auto", " OFF ", "on", "")] == \
+        ["auto", "off", "on", "auto"]
+    with pytest.raises(UserError, match="WFRL_COMPILED_STEP must be one of auto, off, on"):
+        compiled_step_setting("fast")
+    probe = ("from wfrl.ppo.learner import COMPILED_FAST, update_step_name; "
+             "from wfrl.config.run import PPOConfig; import wfrl._core as c; "
+             "print(COMPILED_FAST, c.gemm_level(), update_step_name(PPOConfig(clip_per_net=True)))")
+    fast = _core.compiled_step_fast()
+    want = {"off": "False 0 torch",
+            "on": f"True {2 if fast else 0} compiled, {'avx512' if fast else 'portable'} tiling",
+            "auto": (f"{fast} {2 if fast else 0} "
+                     + ("compiled, avx512 tiling" if fast else "torch"))}
+    for mode, line in want.items():
+        res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             env={**os.environ, "WFRL_COMPILED_STEP": mode}, check=True)
+        assert res.stdout.strip() == line, mode
+    res = subprocess.run([sys.executable, "-m", "wfrl", "train", "--workflow", "critical_first"],
+                         capture_output=True, text=True,
+                         env={**os.environ, "WFRL_COMPILED_STEP": "fast"})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("wfrl: error: WFRL_COMPILED_STEP must be one of")
+    import dataclasses
+    assert update_step_name(dataclasses.replace(PPOConfig(), clip_per_net=False)) == "torch"

@@ -20,10 +20,6 @@ from wfrl.ppo.policy import ActorCritic
 from wfrl.ppo.privileged import PrivilegedCritic, Teacher, privileged_gae
 from wfrl.workflow import Workflow
 
-COMPILED_FAST = __import__("wfrl._core").\
-    _core.compiled_step_fast()
-needs_fast_step = pytest.mark.skipif(not COMPILED_FAST,
-                                     reason="the compiled step needs AVX-512 here")
 
 
 def _collected(n_rows=6, net=NetSpec(32, True, True)):
@@ -60,8 +56,8 @@ def test_privileged_gae_equals_the_plain_loop_over_rows():
     np.testing.assert_allclose(ret, r_ref[valid], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_fast_step)])
-def test_teacher_distribution_equals_the_numpy_policy_row_by_row(compiled):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_teacher_distribution_equals_the_numpy_policy_row_by_row(compiled, tiling):
     # compiled: NetStep.probs (csrc/wfrl_update.h wfrl_net_probs) in chunks of 3 rows, a row
     # allowing nothing (uniform) among them; the reference is the per-step numpy policy
     net = NetSpec(16, memory=True, mask=True, truth_input=True)
@@ -126,9 +122,7 @@ def test_relabel_uses_the_critics_values():
     assert critic.fit(out, 2, 2, 1e-2, 0.5) < before       # it learns the returns
 
 
-@pytest.mark.skipif(not __import__("wfrl._core").\
-                    _core.compiled_step_fast(), reason="the compiled step needs AVX-512 here")
-def test_compiled_fit_equals_the_torch_twin():
+def test_compiled_fit_equals_the_torch_twin(tiling):
     """The privileged critic's compiled minibatch steps (the learner's NetStep.critic_step)
     against its torch steps from the same start: the same losses and weights up to rounding."""
     buffer, cond, net = _collected()
@@ -220,8 +214,8 @@ def _teacher_batch():
     return to_batch(buffer, cond, 0.99, 0.95, net, teacher=teacher), net
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_fast_step)])
-def test_the_teachers_pass_takes_the_steps_asked_for(compiled):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_teachers_pass_takes_the_steps_asked_for(compiled, tiling):
     b, net = _teacher_batch()
     from wfrl.ppo.privileged import Distiller
     for steps, expect in ((None, 4), (4, 4), (1, 1)):
@@ -238,9 +232,8 @@ def test_the_teachers_pass_takes_the_steps_asked_for(compiled):
         assert d.step(b, 0.7, 4, 1e-3, steps) == {}     # annealed away: nothing done
 
 
-@needs_fast_step
 @pytest.mark.parametrize("alpha", [4.0, 0.0])
-def test_compiled_teachers_pass_equals_the_torch_twin(alpha):
+def test_compiled_teachers_pass_equals_the_torch_twin(alpha, tiling):
     """The distillation's compiled minibatch steps (NetStep.kl_step: the head's, then the
     student's weighted by the head's KL) against its torch steps from the same start, three
     passes: the same KL, weights and parameters of the student and the head up to rounding."""

@@ -132,7 +132,8 @@ def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:
         return None
     if not isinstance(d, dict) or d.get("mode") == "search" or not d.get("workflow"):
         return None
-    d = {k: v for k, v in d.items() if k not in ("wfrl_version", "workflow_order", "workflow_id")}
+    d = {k: v for k, v in d.items()
+         if k not in ("wfrl_version", "update_step", "workflow_order", "workflow_id")}
     d.update(out=os.fspath(run_dir), **overrides)
     return TrainConfig.from_dict(d, f"{path}")
 

@@ -10,6 +10,7 @@ import sys
 
 from wfrl.cli.commands import COMMANDS
 from wfrl.cli.parser import apply_config, build_parser
+from wfrl.config.run import compiled_step_setting
 from wfrl.errors import RecordWriteError, UserError
 
 EXIT_USAGE = 2
@@ -33,6 +34,7 @@ _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 def main(argv=None) -> int:
     args = None
     try:
+        compiled_step_setting()            # a bad WFRL_COMPILED_STEP: one line, before any work
         parser = build_parser()
         args = parser.parse_args(argv)
         if getattr(args, "config", None) is not None:

@@ -11,7 +11,8 @@ from wfrl.errors import UserError
 # keys of a run directory's experiment_config.json that describe the run, not a setting to repeat
 # (where it was written, its version, its resolved workflow); `out` and `force` are left out so a
 # run reproduced from its directory goes to a new place instead of onto the old run
-RUN_RECORD_ONLY = ("mode", "wfrl_version", "workflow_order", "workflow_id", "out", "force")
+RUN_RECORD_ONLY = ("mode", "wfrl_version", "update_step", "workflow_order", "workflow_id", "out",
+                   "force")
 
 
 def is_run_record(path) -> bool:

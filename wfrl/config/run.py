@@ -129,6 +129,25 @@ PPO_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                  "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0,
                          "first_fix_bonus": True, "clip_per_net": False}},
 }
+# The learner's compiled minibatch steps, set by the environment (not a flag: it picks how the
+# same update is computed, not what is learned; the run's record names the path taken).
+COMPILED_STEP_ENV = "WFRL_COMPILED_STEP"
+COMPILED_STEP_MODES = ("auto", "off", "on")
+
+
+def compiled_step_setting(value: str | None = None) -> str:
+    """WFRL_COMPILED_STEP (or `value`), checked: auto (the default: the compiled steps where the
+    CPU has AVX-512), off (torch's steps, and the portable tiling for any compiled call: a
+    machine with AVX-512 runs as one without) or on (the compiled steps on any CPU)."""
+    import os
+    raw = os.environ.get(COMPILED_STEP_ENV, "auto") if value is None else value
+    mode = raw.strip().lower() or "auto"
+    if mode not in COMPILED_STEP_MODES:
+        raise UserError(f"{COMPILED_STEP_ENV} must be one of {', '.join(COMPILED_STEP_MODES)}, "
+                        f"got {raw!r}")
+    return mode
+
+
 DEFAULT_PRESET = "recipe"
 
 

@@ -32,14 +32,31 @@ from wfrl.config.run import PPOConfig
 from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.head import all_allowed
-from wfrl.ppo.optim import FusedAdamSteps, adam, clip_grad_norm, private_paths
+from wfrl.ppo.optim import FusedAdamSteps, adam, clip_grad_norm, compiled_step_mode, private_paths
 from wfrl.ppo.prepare import Prepared, batch_tensors, Compact, minibatch_advantages
 from wfrl.ppo.policy import ActorCritic
 from wfrl.ppo.reference import ReferenceUpdate
 from wfrl.ppo.torch_steps import TorchSteps, attach_grads, Scratch
 
-# Whether this CPU runs the compiled step's fast products (AVX-512); tests may set it.
-COMPILED_FAST = _core.compiled_step_fast()
+
+# Whether the learner takes its compiled steps (where they apply); tests may set it.
+COMPILED_FAST = compiled_step_mode()
+
+
+def takes_compiled_steps(cfg: PPOConfig, compiled: bool = True) -> bool:
+    """Whether a learner of these settings steps in C on this machine: COMPILED_FAST, each
+    network clipped alone (the C step clips the network it steps) and no KL stop (it does not
+    stop between its forward and backward passes)."""
+    return bool(compiled and COMPILED_FAST and cfg.clip_per_net and cfg.target_kl == 0)
+
+
+def update_step_name(cfg: PPOConfig) -> str:
+    """How this machine computes a run's updates, for its record (the paths agree up to float
+    rounding, so a run repeats bit for bit only on the same one): "compiled, avx512 tiling",
+    "compiled, portable tiling" or "torch"."""
+    if not takes_compiled_steps(cfg):
+        return "torch"
+    return f"compiled, {'avx512' if _core.gemm_level() == 2 else 'portable'} tiling"
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
 
@@ -402,11 +419,9 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         per network and minibatch): the hand-written path with compiled=True, each network
         clipped alone (the C step clips the network it steps), no KL stop (the C step does not
         stop between its forward and backward passes), a plain fused Adam (whose kernel it
-        replaces) and a CPU with AVX-512 (COMPILED_FAST; elsewhere the C products are slower
-        than torch's)."""
-        cfg = self.cfg
-        return (self.compiled and COMPILED_FAST and cfg.clip_per_net and cfg.target_kl == 0
-                and self._adam_plain())
+        replaces) and a CPU with AVX-512 (COMPILED_FAST, WFRL_COMPILED_STEP; elsewhere the C
+        products are slower than torch's)."""
+        return takes_compiled_steps(self.cfg, self.compiled) and self._adam_plain()
 
     def _compiled_steps(self) -> "tuple | None":
         """(actor, critic) NetStep over the parameters, gradients and Adam state this update

@@ -9,6 +9,21 @@ import os
 import torch
 
 
+def compiled_step_mode(value: "str | None" = None) -> bool:
+    """Whether the learner takes its compiled steps where they apply, by WFRL_COMPILED_STEP (or
+    `value`; wfrl.config.run.compiled_step_setting): auto where the CPU runs their fast tiling
+    (AVX-512); off never, and any compiled call asked for by name runs the portable tiling, as on
+    a CPU without AVX-512; on everywhere (the portable tiling without AVX-512: slower than
+    torch's steps there, for measuring)."""
+    import wfrl._core as _core
+    from wfrl.config.run import compiled_step_setting
+    mode = compiled_step_setting(value)
+    if mode == "off":
+        _core.set_gemm_level(0)
+        return False
+    return mode == "on" or bool(_core.compiled_step_fast())
+
+
 # The torch versions the private paths below were measured and tested on (tests/test_learner.py
 # holds each equal to torch's public path; bench/test_bench_train.py times both side by side).
 # Any other torch takes the public path: torch.optim.Adam as it is, opt.step(),

@@ -80,10 +80,10 @@ class _CompiledAdam:
 
 
 def _compiled_default(compiled: bool | None) -> bool:
-    """None: the compiled step where it runs its fast tiling (as the learner decides)."""
+    """None: the compiled step where the learner would take it (WFRL_COMPILED_STEP, the CPU)."""
     if compiled is None:
-        import wfrl._core as _core
-        return bool(_core.compiled_step_fast())
+        from wfrl.ppo.optim import compiled_step_mode
+        return compiled_step_mode()
     return compiled
 
 

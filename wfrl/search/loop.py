@@ -126,8 +126,10 @@ class WorkflowSearch:
                     self.run / "checkpoints" / "base.pt"]:
             old.unlink(missing_ok=True)
         make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early
+        from wfrl.ppo.learner import update_step_name
         write_json(self.run / "experiment_config.json",
-                   {"mode": "search", "wfrl_version": __version__, **cfg.to_dict()})
+                   {"mode": "search", "wfrl_version": __version__,
+                    "update_step": update_step_name(cfg.ppo), **cfg.to_dict()})
         CsvLog(self.run / "training_log.csv", LOG_COLUMNS)
         CsvLog(self.run / "gp_sampling_log.csv", GP_COLUMNS)
         self.state, self.learner_state = SearchState(), None

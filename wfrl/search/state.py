@@ -274,7 +274,7 @@ def resume_config(run_dir: str, overrides: dict | None = None) -> SearchConfig:
         raise UserError(f"cannot resume: {path} is unreadable or not JSON ({exc})") from None
     if not isinstance(d, dict) or d.get("mode") != "search":
         raise UserError(f"cannot resume: {run_dir} is not a workflow-search run")
-    d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version")}
+    d = {k: v for k, v in d.items() if k not in ("mode", "wfrl_version", "update_step")}
     d.setdefault("overlap", False)   # a search started before --overlap existed ran without it
     # one started before --learner-threads existed updated with torch's default: every core
     d.setdefault("learner_threads", os.cpu_count() or 1)

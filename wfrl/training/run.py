@@ -159,11 +159,12 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
     resuming = committed is not None    # (resume before the first commit: from the start)
     run = RunDir(cfg.out, cfg.force or resume)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
+    from wfrl.ppo.learner import PPOLearner, update_step_name   # (torch: not before the checks)
     if not resuming:
         write_json(run.file("experiment_config.json"),
-                   {**cfg.to_dict(), "wfrl_version": __version__})
+                   {**cfg.to_dict(), "wfrl_version": __version__,
+                    "update_step": update_step_name(cfg.ppo)})
 
-    from wfrl.ppo.learner import PPOLearner    # (torch: not for a command refused on its input)
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     if start is not None:
         learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh

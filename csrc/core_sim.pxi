@@ -1,23 +1,30 @@
 # The compiled CAGE2 simulator (csrc/wfrl_cage2.h): n envs stepped from Python, the red kinds its
 # reset takes, and an env's raw state (its bytes, blue table, red's access and own RNG).
 
-RED_KINDS = {"B_lineAgent": 0, "RedMeanderAgent": 1, "SleepAgent": 2, "mixed": 3,
-             # the variants (csrc/wfrl_cage2.h, WFRL_RED_VARIANT_SHIFT; wfrl/envs/reds.py)
-             "DelayedB_lineAgent": 0 | 1 << 5, "BurstyB_lineAgent": 0 | 2 << 5,
-             "NoisyB_lineAgent": 0 | 3 << 5, "DelayedMeanderAgent": 1 | 1 << 5,
-             "BurstyMeanderAgent": 1 | 2 << 5, "NoisyMeanderAgent": 1 | 3 << 5,
-             "ScoutingB_lineAgent": 0 | 4 << 5, "PersistentB_lineAgent": 0 | 5 << 5,
-             "EnterpriseMeanderAgent": 1 | 6 << 5,
-             # pools (an episode's member drawn by its seed; wfrl.envs.reds.POOLS)
-             "family": 4, "family-train": 5, "family-heldout": 6}
+# The C side of the red table (wfrl.envs.reds: RED_SPECS, POOL_SPECS), for the test that holds
+# them equal: the enums of csrc/wfrl_cage2.h and the pools' member codes.
+C_RED_ENUM = {"RED_BLINE": RED_BLINE, "RED_MEANDER": RED_MEANDER, "RED_SLEEP": RED_SLEEP,
+              "RED_MIXED": RED_MIXED, "RED_POOL_FAMILY": RED_POOL_FAMILY,
+              "RED_POOL_TRAIN": RED_POOL_TRAIN, "RED_POOL_HELDOUT": RED_POOL_HELDOUT,
+              "RV_NONE": RV_NONE, "RV_DELAYED": RV_DELAYED, "RV_BURSTY": RV_BURSTY,
+              "RV_NOISY": RV_NOISY, "RV_SCOUTING": RV_SCOUTING, "RV_PERSISTENT": RV_PERSISTENT,
+              "RV_ENTERPRISE": RV_ENTERPRISE, "WFRL_RED_VARIANT_SHIFT": WFRL_RED_VARIANT_SHIFT}
+C_POOL_MEMBERS = {RED_POOL_FAMILY: tuple(cage2_pool_family[i] for i in range(9)),
+                  RED_POOL_TRAIN: tuple(cage2_pool_train[i] for i in range(5)),
+                  RED_POOL_HELDOUT: tuple(cage2_pool_heldout[i] for i in range(6))}
 
 
-def red_kind_code(str red_agent, bint leaderboard=False):
-    """The red kind the C reset takes: the agent's RED_* code, with WFRL_RED_LEADERBOARD set to
-    play by the CybORG code the CAGE2 leaderboard was scored on (wfrl.envs.base.BACKENDS)."""
-    if red_agent not in RED_KINDS:
-        raise ValueError(f"unknown red agent {red_agent!r}")
-    return RED_KINDS[red_agent] | (WFRL_RED_LEADERBOARD if leaderboard else 0)
+RED_N_ACTIONS = WFRL_RED_N_ACTIONS
+RED_OBS_DIM = WFRL_RED_OBS_DIM
+RED_EXTERNAL = WFRL_RED_EXTERNAL
+
+
+def red_kind_code(red_agent, bint leaderboard=False):
+    """The red kind the C reset takes: the red's or pool's code (wfrl.envs.reds.red_code), with
+    WFRL_RED_LEADERBOARD set to play by the CybORG code the CAGE2 leaderboard was scored on
+    (wfrl.envs.base.BACKENDS). ValueError for an unknown name."""
+    from wfrl.envs.reds import red_code
+    return red_code(red_agent) | (WFRL_RED_LEADERBOARD if leaderboard else 0)
 
 
 cdef class Cage2Sim:
@@ -30,11 +37,14 @@ cdef class Cage2Sim:
     cdef readonly int red_kind
     cdef object _storage
 
-    def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
+    def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False,
+                  bint external=False):
         if n <= 0:
             raise ValueError("Cage2Sim needs at least one env")
         self.n = n
-        self.red_kind = red_kind_code(red_agent, leaderboard)
+        # external: red is an agent (set_red_action, or scripted_red for red_agent's own decision)
+        self.red_kind = red_kind_code(red_agent, leaderboard) | (WFRL_RED_EXTERNAL if external
+                                                                 else 0)
         self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, dtype=np.uint8)
         cdef uint8_t[::1] raw = self._storage
         cdef size_t addr = <size_t>&raw[0]
@@ -109,9 +119,45 @@ cdef class Cage2Sim:
     def last_red_action(self, Py_ssize_t i):
         """Red's action in env i's last step: (kind 0 sleep, 1 DiscoverRemoteSystems (target a
         subnet: 0 user, 1 enterprise, 2 operational), 2 DiscoverNetworkServices, 3
-        ExploitRemoteService, 4 PrivilegeEscalate, 5 Impact (target a host); success 0/1)."""
+        ExploitRemoteService, 4 PrivilegeEscalate, 5 Impact (target a host); success 0/1: a
+        scripted red's as its base agent last saw it, an external red's of that action)."""
         cdef wfrl_cage2 *e = self._env(i)
-        return int(e.last_red_type), int(e.last_red_target), int(e.prev_success == 1)
+        ok = e.r_last_ok == 1 if e.red_external else e.prev_success == 1
+        return int(e.last_red_type), int(e.last_red_target), int(ok)
+
+    # -- red as an agent (external=True; csrc/wfrl_cage2.h WFRL_RED_EXTERNAL) ----------------
+    cdef inline wfrl_cage2 *_external(self, Py_ssize_t i) except NULL:
+        cdef wfrl_cage2 *e = self._env(i)
+        if not e.red_external:
+            raise ValueError("red is not external here: make the sim with external=True")
+        return e
+
+    def set_red_action(self, Py_ssize_t i, int action):
+        """Red's action for env i's next step (0..RED_N_ACTIONS-1); returns whether red's mask
+        allows it (one it does not is played as nothing, and fails)."""
+        cdef wfrl_cage2 *e = self._external(i)
+        if not wfrl_cage2_set_red_action(e, action):
+            raise ValueError(f"red action {action} outside [0, {WFRL_RED_N_ACTIONS})")
+        return bool(wfrl_cage2_red_allowed(e, action))
+
+    def scripted_red(self, Py_ssize_t i):
+        """Let env i's scripted red (the red agent it was made with) choose red's next action,
+        as the built-in red would inside the step, and give it; returns its index."""
+        return wfrl_cage2_scripted_red(self._external(i))
+
+    def red_obs(self, Py_ssize_t i):
+        """What red knows in env i now: float32[RED_OBS_DIM] (csrc/wfrl_cage2.h)."""
+        out = np.empty(WFRL_RED_OBS_DIM, dtype=np.float32)
+        cdef float[::1] ov = out
+        wfrl_cage2_red_obs(self._env(i), &ov[0])
+        return out
+
+    def red_mask(self, Py_ssize_t i):
+        """The red actions allowed in env i now: bool[RED_N_ACTIONS]."""
+        out = np.empty(WFRL_RED_N_ACTIONS, dtype=np.uint8)
+        cdef uint8_t[::1] mv = out
+        wfrl_cage2_red_mask(self._env(i), &mv[0])
+        return out.view(bool)
 
     def decoys(self, Py_ssize_t i):
         """Decoys in place on env i's hosts: uint8[13], bit k = kind k of wfrl.features

@@ -95,11 +95,12 @@ cdef class Cage2Vec:
         _need(seeds.shape[0] == n, "Cage2Vec: one seed per env")
         _need(mode in (WFRL_AUTORESET_NEXT_STEP, WFRL_AUTORESET_SAME_STEP, WFRL_AUTORESET_DISABLED),
               f"unknown autoreset mode {mode}")
-        known = {code | lb for code in RED_KINDS.values() for lb in (0, WFRL_RED_LEADERBOARD)}
+        from wfrl.envs.reds import red_codes
+        known = {code | lb for code in red_codes().values() for lb in (0, WFRL_RED_LEADERBOARD)}
         for i in range(n):
             _need(red_kinds[i] in known,
-                  f"red kind {red_kinds[i]} of env {i} is not one of RED_KINDS (+ "
-                  "WFRL_RED_LEADERBOARD)")
+                  f"red kind {red_kinds[i]} of env {i} is not a red's or pool's code "
+                  "(wfrl.envs.reds.red_codes; + WFRL_RED_LEADERBOARD)")
         self.n = n
         self.mode = mode
         self._storage = np.zeros(n * sizeof(wfrl_cage2) + 64, np.uint8)

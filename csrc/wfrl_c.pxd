@@ -60,7 +60,31 @@ cdef extern from "wfrl_cage2.h" nogil:
         uint8_t last_red_type
         signed char last_red_target
         uint8_t red_kind
+        uint8_t red_external
+        uint8_t r_last_ok
     int WFRL_RED_LEADERBOARD
+    int WFRL_RED_VARIANT_SHIFT
+    int WFRL_RED_EXTERNAL
+    int WFRL_RED_N_ACTIONS
+    int WFRL_RED_OBS_DIM
+    enum:
+        RED_BLINE
+        RED_MEANDER
+        RED_SLEEP
+        RED_MIXED
+        RED_POOL_FAMILY
+        RED_POOL_TRAIN
+        RED_POOL_HELDOUT
+        RV_NONE
+        RV_DELAYED
+        RV_BURSTY
+        RV_NOISY
+        RV_SCOUTING
+        RV_PERSISTENT
+        RV_ENTERPRISE
+    const uint8_t cage2_pool_family[9]
+    const uint8_t cage2_pool_train[5]
+    const uint8_t cage2_pool_heldout[6]
     void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t *red_access)
     void wfrl_cage2_obs(const wfrl_cage2 *e, float *obs)
@@ -68,6 +92,11 @@ cdef extern from "wfrl_cage2.h" nogil:
     void wfrl_cage2_step_batch(wfrl_cage2 *envs, int64_t n, const int32_t *actions, float *obs,
                                float *reward, uint8_t *done, uint8_t *red_access)
     int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, uint64_t seed)
+    void wfrl_cage2_red_mask(const wfrl_cage2 *e, uint8_t *mask)
+    void wfrl_cage2_red_obs(const wfrl_cage2 *e, float *obs)
+    int wfrl_cage2_set_red_action(wfrl_cage2 *e, int a)
+    int wfrl_cage2_red_allowed(const wfrl_cage2 *e, int a)
+    int wfrl_cage2_scripted_red(wfrl_cage2 *e)
     int wfrl_mixed_red_kind(uint64_t seed)
     size_t offsetof_rng "offsetof(wfrl_cage2, rng)"   # a C expression: where the RNG starts
 

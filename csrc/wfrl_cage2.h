@@ -131,6 +131,28 @@ enum { RED_BLINE = 0, RED_MEANDER = 1, RED_SLEEP = 2, RED_MIXED = 3,
  *  - ENTERPRISE (Meander): red never touches the operational subnet (its scans, exploits and
  *    escalations skip it): a target of the enterprise's hosts instead of the plant. */
 #define WFRL_RED_VARIANT_SHIFT 5
+
+/* OR-ed into the red kind given to wfrl_cage2_reset (bit 8, above the byte the kinds use): red
+ * is an agent driven from outside. Each step plays the action wfrl_cage2_set_red_action gave it
+ * (one of WFRL_RED_N_ACTIONS; Sleep if none was given), or the one wfrl_cage2_scripted_red chose
+ * with the kind's own compiled decision (a scripted red driven through the external interface:
+ * the same episodes, bit for bit, as the built-in one). Red sees wfrl_cage2_red_obs, may act as
+ * wfrl_cage2_red_mask allows, and its reward is the negative of blue's. */
+#define WFRL_RED_EXTERNAL 0x100
+
+/* Red's actions, CAGE2's for Scenario2 (CybORG's red action space): Sleep;
+ * DiscoverRemoteSystems per subnet (User, Enterprise, Operational); then per host, in the
+ * observation's order, DiscoverNetworkServices, ExploitRemoteService, PrivilegeEscalate and
+ * Impact, each a block of NH. */
+#define WFRL_RED_N_ACTIONS (1 + 3 + 4 * WFRL_N_HOSTS)
+#define WFRL_RED_ACT_DRS 1
+#define WFRL_RED_ACT_DNS 4
+/* What red knows, as floats: per host (NH blocks of 5) its IP known, its hostname known, its
+ * services scanned, and the access red last saw there (user, privileged); then each subnet
+ * known (3); whether red's last action succeeded and whether it failed (both 0 before its
+ * first); the step (t / EP_LEN). */
+#define WFRL_RED_HOST_FEATURES 5
+#define WFRL_RED_OBS_DIM (WFRL_RED_HOST_FEATURES * WFRL_N_HOSTS + 3 + 2 + 1)
 enum { RV_NONE = 0, RV_DELAYED = 1, RV_BURSTY = 2, RV_NOISY = 3, RV_SCOUTING = 4,
        RV_PERSISTENT = 5, RV_ENTERPRISE = 6 };
 #define RV_DELAY_MIN 5
@@ -226,6 +248,12 @@ typedef struct {
     uint8_t prev_has_data;  /* previous red action returned host data */
     uint8_t last_red_type;  /* red's action of the last step (RA_*) and its target, for viewers */
     int8_t last_red_target;
+    /* red as an agent (WFRL_RED_EXTERNAL) */
+    uint8_t red_external;   /* red's action comes from outside */
+    uint8_t ext_own, ext_vact, ext_invalid;   /* the given action's bookkeeping (see step) */
+    cage2_red_action ext_ra;                  /* the action given for the next step */
+    uint8_t r_seen[NH];     /* the access red last saw on each host: 0 none, 1 user, 2 root */
+    uint8_t r_last_ok;      /* red's last action: 0 failed, 1 succeeded, 2 none yet */
     /* B_line */
     uint8_t bl_stage, bl_user;
     uint16_t bl_cached;     /* bit k: stage k built */
@@ -444,6 +472,7 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     return 1;
 }
 
+/* 0 on failure, else the level of the session it opened (1 user, 2 root). */
 static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
 {
     if (!e->ports_stored[h]) return 0;
@@ -470,7 +499,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
         cage2_entry(e, h, 1, port, 0, 0);
         cage2_add_session(&e->n_user_keep[h]); /* SSH sessions carry no PID: never removable */
         e->known_host = (uint16_t)(e->known_host | (1u << h));
-        return 1;
+        return 1;   /* a user session */
     }
     cage2_entry(e, h, 1, port, 0, 0);            /* event A */
     if (decoy) {
@@ -485,7 +514,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     else cage2_add_session(&e->n_user_keep[h]);
     e->malware[h] = 1;
     e->known_host = (uint16_t)(e->known_host | (1u << h));
-    return 1;
+    return 1 + (result == R_PRIV);   /* the session's level: 1 user, 2 root */
 }
 
 static inline int cage2_red_escalate(wfrl_cage2 *e, int h)
@@ -704,6 +733,128 @@ static inline int cage2_variant_action(wfrl_cage2 *e, cage2_red_action *ra)
     return 0;
 }
 
+/* A scripted red's whole decision this step: the variant's schedule and own actions, else the
+ * base agent's. *own: the base agent acted (its outcome is its memory); *vact: the variant's own
+ * action (its outcome is the variant's). Draws from e->rng only. */
+static inline cage2_red_action cage2_red_decide(wfrl_cage2 *e, int *own, int *vact)
+{
+    cage2_red_action ra;
+    ra.type = RA_SLEEP;
+    ra.target = 0;
+    int acts = cage2_variant_acts(e);   /* 1: the base agent's own action this step */
+    const int v = acts && cage2_variant_action(e, &ra);   /* the variant's instead */
+    if (v) {
+        acts = 0;
+    } else if (acts && e->v_queued) {
+        ra = e->v_next;
+        e->v_queued = 0;
+    } else if (acts) {
+        if (e->red_kind == RED_BLINE) ra = cage2_bline_decide(e);
+        else if (e->red_kind == RED_MEANDER) ra = cage2_meander_decide(e);
+        if (e->red_variant == RV_NOISY && ra.type == RA_EXPLOIT &&
+            wfrl_rng_uniform(&e->rng) < 0.5) {
+            e->v_next = ra;
+            e->v_queued = 1;
+            ra.type = RA_DNS;   /* the extra scan; its outcome is not the base agent's */
+            acts = 0;
+        }
+    }
+    *own = acts;
+    *vact = v;
+    return ra;
+}
+
+/* ---- red as an agent (WFRL_RED_EXTERNAL) ---------------------------------------------- */
+/* Red action index (WFRL_RED_N_ACTIONS) -> action, and back. */
+static inline cage2_red_action wfrl_cage2_red_action_of(int a)
+{
+    cage2_red_action r;
+    r.type = RA_SLEEP;
+    r.target = 0;
+    if (a >= WFRL_RED_ACT_DRS && a < WFRL_RED_ACT_DNS) {
+        r.type = RA_DRS;
+        r.target = (int8_t)(a - WFRL_RED_ACT_DRS);
+    } else if (a >= WFRL_RED_ACT_DNS && a < WFRL_RED_N_ACTIONS) {
+        r.type = (uint8_t)(RA_DNS + (a - WFRL_RED_ACT_DNS) / NH);
+        r.target = (int8_t)((a - WFRL_RED_ACT_DNS) % NH);
+    }
+    return r;
+}
+
+static inline int wfrl_cage2_red_index(cage2_red_action r)
+{
+    if (r.type == RA_SLEEP) return 0;
+    if (r.type == RA_DRS) return WFRL_RED_ACT_DRS + r.target;
+    return WFRL_RED_ACT_DNS + (r.type - RA_DNS) * NH + r.target;
+}
+
+/* The red actions allowed now (mask[WFRL_RED_N_ACTIONS], 1 allowed), as CybORG's red action
+ * space offers them: Sleep always; a subnet's discovery once red knows the subnet; a host's
+ * service discovery and exploit once it knows the host's IP; its escalation and impact once it
+ * knows its hostname. */
+static inline void wfrl_cage2_red_mask(const wfrl_cage2 *e, uint8_t *mask)
+{
+    mask[0] = 1;
+    for (int s = 0; s < N_SUB; ++s) mask[WFRL_RED_ACT_DRS + s] = (uint8_t)(e->known_subnets >> s & 1);
+    for (int h = 0; h < NH; ++h) {
+        const uint8_t ip = (uint8_t)(e->known_ip >> h & 1), host = (uint8_t)(e->known_host >> h & 1);
+        mask[WFRL_RED_ACT_DNS + h] = ip;
+        mask[WFRL_RED_ACT_DNS + NH + h] = ip;
+        mask[WFRL_RED_ACT_DNS + 2 * NH + h] = host;
+        mask[WFRL_RED_ACT_DNS + 3 * NH + h] = host;
+    }
+}
+
+static inline int wfrl_cage2_red_allowed(const wfrl_cage2 *e, int a)
+{
+    uint8_t mask[WFRL_RED_N_ACTIONS];
+    wfrl_cage2_red_mask(e, mask);
+    return a >= 0 && a < WFRL_RED_N_ACTIONS && mask[a];
+}
+
+/* What red knows (obs[WFRL_RED_OBS_DIM]; layout at WFRL_RED_OBS_DIM). */
+static inline void wfrl_cage2_red_obs(const wfrl_cage2 *e, float *obs)
+{
+    for (int h = 0; h < NH; ++h) {
+        float *o = obs + WFRL_RED_HOST_FEATURES * h;
+        o[0] = (float)(e->known_ip >> h & 1);
+        o[1] = (float)(e->known_host >> h & 1);
+        o[2] = (float)(e->ports_stored[h] != 0);
+        o[3] = (float)(e->r_seen[h] == 1);
+        o[4] = (float)(e->r_seen[h] == 2);
+    }
+    float *o = obs + WFRL_RED_HOST_FEATURES * NH;
+    for (int s = 0; s < N_SUB; ++s) o[s] = (float)(e->known_subnets >> s & 1);
+    o[3] = (float)(e->r_last_ok == 1);
+    o[4] = (float)(e->r_last_ok == 0);
+    o[5] = (float)e->t / (float)WFRL_EP_LEN;
+}
+
+/* Give red's action for the next step (an external red). An action the mask does not allow is
+ * played as CybORG plays an invalid one: nothing happens and it fails. Returns 0 for an index
+ * outside 0..WFRL_RED_N_ACTIONS-1 (nothing given). */
+static inline int wfrl_cage2_set_red_action(wfrl_cage2 *e, int a)
+{
+    if (a < 0 || a >= WFRL_RED_N_ACTIONS) return 0;
+    e->ext_invalid = (uint8_t)!wfrl_cage2_red_allowed(e, a);
+    e->ext_ra = wfrl_cage2_red_action_of(e->ext_invalid ? 0 : a);
+    e->ext_own = e->ext_vact = 0;
+    return 1;
+}
+
+/* The scripted red of e's kind decides red's action for the next step, as the built-in red does
+ * inside the step (its compiled decision, on its own memory and e's RNG), and gives it: a
+ * scripted red played through the external interface. Returns the action's index. */
+static inline int wfrl_cage2_scripted_red(wfrl_cage2 *e)
+{
+    int own, vact;
+    e->ext_ra = cage2_red_decide(e, &own, &vact);
+    e->ext_own = (uint8_t)own;
+    e->ext_vact = (uint8_t)vact;
+    e->ext_invalid = 0;
+    return wfrl_cage2_red_index(e->ext_ra);
+}
+
 /* ---- blue actions --------------------------------------------------------------------- */
 static inline int cage2_decoy_placeable(const wfrl_cage2 *e, int h, int k)
 {
@@ -731,6 +882,7 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     memset(e, 0, sizeof(*e));
     wfrl_rng_seed(&e->rng, seed);
     e->red_code = (uint8_t)red_kind;
+    e->red_external = (red_kind & WFRL_RED_EXTERNAL) != 0;
     e->leaderboard = (red_kind & WFRL_RED_LEADERBOARD) != 0;
     e->red_variant = (uint8_t)((red_kind >> WFRL_RED_VARIANT_SHIFT) & 7);
     red_kind &= 0x0F;
@@ -748,6 +900,8 @@ static inline void wfrl_cage2_reset(wfrl_cage2 *e, uint64_t seed, int red_kind)
     e->known_host = 1u << H_U0;
     e->known_subnets = 1u << SUB_USER;
     e->prev_success = 2;
+    e->r_seen[H_U0] = 2;   /* red's foothold: SYSTEM on User0 */
+    e->r_last_ok = 2;
 }
 
 static inline void wfrl_cage2_red_access(const wfrl_cage2 *e, uint8_t *red_access)
@@ -816,37 +970,39 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
         cost10 = 10;
     }
 
-    /* 3. red */
+    /* 3. red: its own decision, or (WFRL_RED_EXTERNAL) the action given from outside, once */
     cage2_red_action ra;
-    ra.type = RA_SLEEP;
-    ra.target = 0;
-    int own = cage2_variant_acts(e);   /* 1: the base agent's own action this step */
-    const int vact = own && cage2_variant_action(e, &ra);   /* the variant's instead */
-    if (vact) {
-        own = 0;
-    } else if (own && e->v_queued) {
-        ra = e->v_next;
-        e->v_queued = 0;
-    } else if (own) {
-        if (e->red_kind == RED_BLINE) ra = cage2_bline_decide(e);
-        else if (e->red_kind == RED_MEANDER) ra = cage2_meander_decide(e);
-        if (e->red_variant == RV_NOISY && ra.type == RA_EXPLOIT &&
-            wfrl_rng_uniform(&e->rng) < 0.5) {
-            e->v_next = ra;
-            e->v_queued = 1;
-            ra.type = RA_DNS;   /* the extra scan; its outcome is not the base agent's */
-            own = 0;
-        }
+    int own, vact;
+    if (e->red_external) {
+        ra = e->ext_ra;
+        own = e->ext_own;
+        vact = e->ext_vact;
+        e->ext_ra.type = RA_SLEEP;
+        e->ext_ra.target = 0;
+        e->ext_own = e->ext_vact = 0;
+    } else {
+        ra = cage2_red_decide(e, &own, &vact);
     }
-    int ok = 1, data = 0;
+    int ok = 1, data = 0, level = 0;
     switch (ra.type) {
     case RA_DRS: ok = cage2_red_drs(e, ra.target); break;
     case RA_DNS: data = cage2_red_dns(e, ra.target); ok = 1; break;
-    case RA_EXPLOIT: ok = cage2_red_exploit(e, ra.target); break;
-    case RA_ESCALATE: ok = cage2_red_escalate(e, ra.target); break;
+    case RA_EXPLOIT:
+        level = cage2_red_exploit(e, ra.target);
+        ok = level != 0;
+        /* what red saw: the session's level (it keeps a root one it had) */
+        if (level > e->r_seen[ra.target]) e->r_seen[ra.target] = (uint8_t)level;
+        break;
+    case RA_ESCALATE:
+        ok = cage2_red_escalate(e, ra.target);
+        e->r_seen[ra.target] = (uint8_t)(2 * ok);   /* a failure: no session there */
+        break;
     case RA_IMPACT: ok = cage2_red_impact(e, ra.target); break;
     default: break;
     }
+    /* red's view of its outcome: a sleep has none; a masked action, played as nothing, failed */
+    e->r_last_ok = (uint8_t)(e->ext_invalid ? 0 : ra.type == RA_SLEEP ? 2 : ok);
+    e->ext_invalid = 0;
     if (own) {
         e->prev_success = (uint8_t)ok;
         e->prev_has_data = (uint8_t)data;
@@ -913,7 +1069,7 @@ static inline int64_t wfrl_cage2_random_rollout(wfrl_cage2 *e, int64_t n_steps, 
     float obs[WFRL_OBS_DIM];
     uint8_t access[NH];
     int64_t total = 0;
-    const int red = e->red_code;
+    const int red = e->red_code | (e->red_external ? WFRL_RED_EXTERNAL : 0);
     for (int64_t i = 0; i < n_steps; ++i) {
         if (e->t >= WFRL_EP_LEN) wfrl_cage2_reset(e, wfrl_rng_next(&policy), red);
         total += wfrl_cage2_step(e, (int)wfrl_rng_below(&policy, WFRL_N_ACTIONS), obs, access);

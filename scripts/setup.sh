@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check --no-input -q)
-"${PIP[@]}" install -c constraints.txt -e '.[train,cyborg,ray,test,tensorboard,sb3]'
+"${PIP[@]}" install -c constraints.txt -e '.[train,cyborg,ray,test,tensorboard,sb3,duel]'
 # gym-csle-cyborg only ships the expanded Scenario2 network; its declared dependencies are ~100
 # unrelated packages, so it is installed without them.
 "${PIP[@]}" install -c constraints.txt --no-deps gym-csle-cyborg==0.10.1

@@ -28,6 +28,7 @@ def _cyborg_available():
 CYBORG = _cyborg_available()
 RAY = importlib.util.find_spec("ray") is not None
 SB3 = importlib.util.find_spec("stable_baselines3") is not None
+PETTINGZOO = importlib.util.find_spec("pettingzoo") is not None
 
 _ABSENT = {
     "cyborg": (CYBORG, "CybORG is not installed (pip install 'wfrl[cyborg]' and gym-csle-cyborg "
@@ -35,6 +36,8 @@ _ABSENT = {
     "ray": (RAY, "Ray is not installed (pip install 'wfrl[ray]'; scripts/setup.sh does it)"),
     "sb3": (SB3, "Stable-Baselines3 is not installed (pip install 'wfrl[sb3]'; the [cyborg] extra "
                  "brings it too)"),
+    "duel": (PETTINGZOO, "PettingZoo is not installed (pip install 'wfrl[duel]'; scripts/setup.sh "
+                         "does it)"),
 }
 
 

@@ -63,19 +63,35 @@ def test_extension_exports_equal_python_constants():
         base.OBS_DIM, actions.N_ACTIONS, actions.N_HOSTS, base.EP_LEN, workflow.COND_DIM)
     assert core.IN_DIM == netspec.IN_DIM and core.MEM_DIM == features.MEM_DIM
     assert core.in_dim(True) == netspec.IN_DIM + features.MEM_DIM
-    # the compiled simulator's red kinds, in the order the Python side names them
-    assert set(core.RED_KINDS) == set(base.TRAIN_RED_AGENTS)
-    assert [core.RED_KINDS[r] for r in base.CAGE2_REDS + (base.MIXED,)] == list(range(4))
-    # a variant: its base red's code and its schedule in bits 5-7 (csrc/wfrl_cage2.h RV_*)
+
+
+def test_the_red_table_and_the_c_enums_agree():
+    # wfrl.envs.reds declares every red and pool once; csrc/wfrl_cage2.h's enums, variant shift
+    # and pool arrays, and csrc/wfrl_belief.h's particle bits, are its C twin
     from wfrl.envs import reds
-    modes = {"Delayed": 1, "Bursty": 2, "Noisy": 3, "Scouting": 4, "Persistent": 5,
-             "Enterprise": 6}
-    for name in reds.FAMILY:
-        mode = next(m for m in modes if name.startswith(m))
-        red = name[len(mode):]
-        base_code = core.RED_KINDS["B_lineAgent" if red == "B_lineAgent" else "RedMeanderAgent"]
-        assert core.RED_KINDS[name] == base_code | modes[mode] << 5, name
-    assert {p: core.RED_KINDS[p] for p in reds.POOLS} == reds.POOL_CODES
+    e = core.C_RED_ENUM
+    assert {n: e[c] for n, c in (("B_lineAgent", "RED_BLINE"), ("RedMeanderAgent", "RED_MEANDER"),
+                                 ("SleepAgent", "RED_SLEEP"))} == reds.BASE_CODES
+    assert {v: e[f"RV_{v.upper()}"] for v in reds.VARIANTS} == reds.VARIANTS
+    assert e["WFRL_RED_VARIANT_SHIFT"] == reds.VARIANT_SHIFT
+    assert {p.name: p.code for p in reds.POOL_SPECS} == {
+        "mixed": e["RED_MIXED"], "family": e["RED_POOL_FAMILY"],
+        "family-train": e["RED_POOL_TRAIN"], "family-heldout": e["RED_POOL_HELDOUT"]}
+    for pool in reds.POOL_SPECS[1:]:
+        assert core.C_POOL_MEMBERS[pool.code] == tuple(reds.red_code(m) for m in pool.members)
+    assert {r: C[f"WFRL_PLAN_RED_{k}"] for r, k in (("B_lineAgent", "BLINE"),
+                                                   ("RedMeanderAgent", "MEANDER"),
+                                                   ("SleepAgent", "SLEEP"))} == \
+        features.PARTICLE_RED_BITS
+    # every code distinct, and the simulator plays each red as its code says
+    codes = reds.red_codes()
+    assert len(set(codes.values())) == len(codes) == len(base.TRAIN_RED_AGENTS)
+    for spec in reds.RED_SPECS:
+        sim = core.Cage2Sim(1, spec.name)
+        assert sim.red_kind == spec.code == core.red_kind_code(spec.name)
+        assert core.red_kind_code(spec.name, True) == spec.code | C["WFRL_RED_LEADERBOARD"]
+    with pytest.raises(ValueError, match="unknown red agent 'EvilAgent'"):
+        core.red_kind_code("EvilAgent")
 
 
 def test_action_layout_covers_the_145_actions():

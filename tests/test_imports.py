@@ -132,8 +132,9 @@ def _in(module: str, *packages: str) -> bool:
 # names it, and imports only modules of its own layer or lower ones (docs/architecture.md).
 LAYERS = [
     # facts with no wfrl dependency above them: errors, seeds, the version, the env contract
-    ("wfrl._version", "wfrl.errors", "wfrl.rng", "wfrl.stats", "wfrl.envs.actions",
-     "wfrl.envs.base", "wfrl.envs.reds", "wfrl.runlog"),
+    # and the names settings take (wfrl.config.names: reds, pools, backends, collectors)
+    ("wfrl._version", "wfrl.errors", "wfrl.rng", "wfrl.stats", "wfrl.config.names",
+     "wfrl.envs.actions", "wfrl.envs.base", "wfrl.envs.reds", "wfrl.runlog"),
     # what a workflow is, and the defender's features computed from what it sees
     ("wfrl.workflow", "wfrl.features"),
     # the backends and their wrappers

@@ -259,3 +259,65 @@ def test_robustness_rows_and_drop():
     assert rows[0]["drop"] == pytest.approx(by["NoisyB_lineAgent"] - by["B_lineAgent"], abs=1e-3)
     assert "NoisyB_lineAgent" in format_robustness(res)
     assert np.isfinite(rows[0]["drop_se"]) and rows[0]["drop_se"] > 0
+
+
+PROBE = '''
+import importlib.util, sys
+import wfrl, wfrl.errors
+path = sys.argv[1]
+src = open(path).read()
+# one more red, declared in its spec alone (a schedule of B_line's, for the simulator; its name
+# does not say so), which makes it a member of the family pool: every list must name it, and it
+# must be scored against its own base red
+src = src.replace("RED_SPECS: tuple[RedSpec, ...] = (\\n", "RED_SPECS: tuple[RedSpec, ...] = (\\n"
+                  "    RedSpec('ProbeAgent', B_LINE, 'bursty', 'timing', 'a probe'),\\n", 1)
+spec = importlib.util.spec_from_loader("wfrl.config.names", loader=None, origin=path)
+mod = importlib.util.module_from_spec(spec)
+mod.__file__ = path
+sys.modules["wfrl.config.names"] = mod
+exec(compile(src, path, "exec"), mod.__dict__)
+import wfrl.envs as envs
+from wfrl.envs import base
+from wfrl.config.eval import EvalConfig, parse_reds
+from wfrl.config.run import TrainConfig
+from wfrl.config.fields import RED_METAVAR
+from wfrl.evaluation.cage2 import _policy_for, base_red
+from wfrl.tools.parity import REFERENCES
+from wfrl.cli.parser import build_parser
+name = "ProbeAgent"
+assert name in base.RED_AGENTS and name in base.TRAIN_RED_AGENTS and name in envs.RED_AGENTS
+assert base.check_red_agent(name) == name
+TrainConfig(red_agent=name).validate(); EvalConfig(red_agent=name, checkpoint="x").validate()
+assert name in parse_reds("family") and parse_reds(name) == (name,)
+import wfrl.envs.reds as reds
+assert name in reds.FAMILY and name in reds.POOLS["family"] and reds.red_spec(name).base == "B_lineAgent"
+assert name in REFERENCES["family"].reds and name in REFERENCES["learned"].reds
+assert base_red(name) == "B_lineAgent"      # (a name without "B_line" in it)
+assert _policy_for(name, {"b_line": "B", "meander": "M"}) == "B"
+a = build_parser().parse_args(["train", "--red-agent", name])
+assert a.red_agent == name
+from wfrl._core import Cage2Sim, red_kind_code
+assert red_kind_code(name) == 0 | 2 << 5 and Cage2Sim(1, name).red_kind == red_kind_code(name)
+print("ok")
+'''
+
+
+def test_a_red_declared_in_one_spec_is_named_everywhere(tmp_path):
+    """A red added to wfrl.config.names.RED_SPECS alone (and to a pool's members) is a choice of the
+    command line and every config, a pool member, in parity's lists, played by the simulator by
+    its code and scored against its own base red (no name is tested for a substring)."""
+    import subprocess
+    import sys
+
+    import wfrl.config.names as names
+    import wfrl.envs.reds as reds
+    res = subprocess.run([sys.executable, "-c", PROBE, names.__file__], capture_output=True,
+                         text=True)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+    # and a name that only looks like a B_line variant is not one
+    from wfrl.evaluation.cage2 import base_red
+    from wfrl.errors import UserError
+    with pytest.raises(UserError, match="unknown red agent 'FakeB_lineAgent'"):
+        base_red("FakeB_lineAgent")
+    assert [reds.base_red(n) for n in reds.FAMILY] == [
+        "B_lineAgent" if "B_line" in n else "RedMeanderAgent" for n in reds.FAMILY]

@@ -28,6 +28,7 @@ import numpy as np
 
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
 from wfrl.envs.base import EP_LEN
+from wfrl.envs.reds import RED_SPECS
 from wfrl.rng import MASK, Xoshiro256, splitmix64
 from wfrl.envs.actions import DECOY_FIRST, DECOY_KINDS, MONITOR, N_DECOYS, RESTORE_FIRST
 
@@ -203,7 +204,7 @@ BELIEF_KINDS = 3            # B_line, Meander, Sleep
 BELIEF_DIM = TRUTH_DIM + BELIEF_KINDS
 # the particles' red kinds as the compiled filter takes them (WFRL_PLAN_RED_* bits); "mixture"
 # is every kind in equal shares
-PARTICLE_RED_BITS = {"B_lineAgent": 1, "RedMeanderAgent": 2, "SleepAgent": 4}
+PARTICLE_RED_BITS = {spec.name: spec.belief_bit for spec in RED_SPECS if spec.belief_bit}
 MIXTURE_RED_BITS = 7
 
 
@@ -254,7 +255,7 @@ class ParticleFilterReference:
     def reset(self, red_bits: int, leaderboard: bool = False, key: int = 0, stream: int = 1):
         from wfrl._core import Cage2Sim, cage2_state, seed_cage2_rng, set_cage2_state
         self.filter = Xoshiro256(stream_seed(self.seed, key, stream))
-        kinds = [name for bit, name in zip((1, 2, 4), PARTICLE_RED_BITS) if red_bits & bit]
+        kinds = [name for name, bit in PARTICLE_RED_BITS.items() if red_bits & bit]
         starts = []
         for name in kinds:
             one = Cage2Sim(1, name, leaderboard)

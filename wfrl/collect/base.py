@@ -10,7 +10,7 @@ from wfrl.collect.stats import EpisodeStats
 from wfrl.errors import check_choice
 from wfrl.workflow import Workflow
 
-COLLECTORS = ("sequential", "sync", "async", "ray")
+from wfrl.config.names import COLLECTORS  # noqa: E402  (the names, declared once)
 
 
 def check_collector(name: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from wfrl.config.fields import (BACKEND_METAVAR, RED_METAVAR, Settings, known_backend, known_red_agent,
                                 known_workflow, flag_name, positive, seed_range, setting)
+from wfrl.config.names import BELIEF_REDS
 from wfrl.errors import UserError, check_choice
 
 # --plan-red names beside the red agents: a mixture of the three reds, or the red the evaluation
@@ -16,8 +17,7 @@ PLAN_REDS = ("mixture", "known")
 
 
 def _plan_red(name, value):
-    from wfrl.envs.base import CAGE2_REDS   # the planner's belief knows CAGE2's reds
-    check_choice("plan red", value, PLAN_REDS + CAGE2_REDS)
+    check_choice("plan red", value, PLAN_REDS + BELIEF_REDS)   # the reds the belief models
 
 
 FAMILY_VIEW = "family"   # --reds family: CAGE2's two attackers and their variants
@@ -25,17 +25,16 @@ FAMILY_VIEW = "family"   # --reds family: CAGE2's two attackers and their varian
 
 def parse_reds(value: str | None) -> tuple:
     """--reds as a tuple of red agents (None: CAGE2's three)."""
-    from wfrl.envs.base import CAGE2_REDS, RED_AGENTS
-    from wfrl.envs.reds import FAMILY
+    from wfrl.config import names as table
     if value is None:
-        return CAGE2_REDS
+        return table.CAGE2_REDS
     if value == FAMILY_VIEW:
-        return ("B_lineAgent", "RedMeanderAgent") + FAMILY
+        return table.FAMILY_VIEW
     reds = tuple(r.strip() for r in str(value).split(","))
     if len(set(reds)) != len(reds):
         raise UserError(f"--reds names a red twice: {value!r}")
     for r in reds:
-        check_choice("red agent", r, RED_AGENTS)
+        check_choice("red agent", r, table.RED_AGENTS)
     return reds
 
 
@@ -77,7 +76,7 @@ class PlanSettings(Settings):
     plan_seed: int = setting(0, check=seed_range)
     """Seed of the planner's random streams (with each episode's own seed)."""
     plan_red: str = setting("mixture", check=_plan_red,
-                            metavar="mixture|known|B_lineAgent|RedMeanderAgent|SleepAgent")
+                            metavar="|".join(PLAN_REDS + BELIEF_REDS))
     """Red kinds of the particles: mixture (B_line, Meander, Sleep in equal shares), known (the
     episode's red, as the evaluation names it) or one red agent."""
     plan_leaf_value: bool = True

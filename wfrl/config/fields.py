@@ -17,6 +17,8 @@ import textwrap
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from wfrl.config.names import (AUTO_COLLECTOR, COLLECTORS, ENGINES, LEADERBOARD,  # noqa: F401
+                               RED_METAVAR)
 from wfrl.errors import UserError, check_choice
 
 if TYPE_CHECKING:
@@ -92,10 +94,10 @@ def known_backend(name, value):
     check_backend(value)
 
 
-BACKEND_METAVAR = "sim|cyborg[:leaderboard]"
-RED_METAVAR = "B_lineAgent|RedMeanderAgent|SleepAgent|mixed|VARIANT|POOL"   # docs/robustness.md
-COLLECTOR_METAVAR = "sequential|sync|async|ray|auto"
-AUTO_COLLECTOR = "auto"   # the collector name that stands for best_collector() (wfrl.config.run)
+# the metavars come from wfrl.config.names, which declares each name once (the reds' VARIANT
+# and POOL: docs/robustness.md)
+BACKEND_METAVAR = "|".join(ENGINES) + f"[{LEADERBOARD}]"
+COLLECTOR_METAVAR = "|".join(COLLECTORS + (AUTO_COLLECTOR,))
 
 
 def known_red_agent(name, value):

@@ -12,6 +12,7 @@ from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAV
                                 known_red_agent, known_workflow, non_negative, one_of,
                                 open_unit_interval, positive, red_list, ray_address, seed_range,
                                 setting, unit_interval)
+from wfrl.config.names import BELIEF_REDS
 from wfrl.errors import UserError, check_choice
 
 # ---------------------------------------------------------------------------------------------
@@ -58,8 +59,7 @@ class PPOConfig(Settings):
     """Add the belief block of an N-particle filter (per host the share of particles in which red
     has no, user or privileged access, and the share of each red kind) to the policy input; the
     filter follows every episode inside the rollout loop, also on CybORG (0 = off)."""
-    belief_red: str = setting("mixture", check=one_of("mixture", "B_lineAgent",
-                                                        "RedMeanderAgent", "SleepAgent"))
+    belief_red: str = setting("mixture", check=one_of("mixture", *BELIEF_REDS))
     """The red kinds the belief's particles may be: mixture (B_line, Meander and Sleep, a
     third of the particles each at reset) or one red agent."""
     decoupled: bool = True
@@ -390,8 +390,8 @@ class SearchConfig(_RunSettings):
 
     def eval_reds(self) -> list[str]:
         """The reds a greedy visit evaluation plays: the training red, or both of mixed."""
-        from wfrl.envs.base import MIXED_REDS
-        return list(MIXED_REDS) if self.red_agent == "mixed" else [self.red_agent]
+        from wfrl.config.names import MIXED, MIXED_REDS
+        return list(MIXED_REDS) if self.red_agent == MIXED else [self.red_agent]
 
 
 @dataclass

@@ -9,12 +9,16 @@ from dataclasses import dataclass
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
                                 Settings, batch_list, belief_particles, known_backend, known_collector,
                                 known_red_agent, flag_name, positive, seed_range, setting)
+from wfrl.config.names import CAGE2_REDS
 from wfrl.errors import UserError, check_choice
 
 
 def _parity_red(name, value):
     from wfrl.envs.base import check_red_agent
     check_red_agent(value, allow_mixed=False)
+
+
+PARITY_RED_METAVAR = "|".join(CAGE2_REDS + ("VARIANT",))   # one red at a time
 
 
 # the built-in blue policies of `wfrl parity` (wfrl.tools.parity plays them)
@@ -47,7 +51,7 @@ def _at_least_two(name, value):
 class ParityConfig(Settings):
     """The simulator against the real CybORG under one blue policy (`wfrl parity`)."""
     red_agent: str = setting("B_lineAgent", check=_parity_red,
-                             metavar="B_lineAgent|RedMeanderAgent|SleepAgent|VARIANT")
+                             metavar=PARITY_RED_METAVAR)
     """Red attacker."""
     blue: str = setting("sleep", check=_blue_policy,
                         metavar="sleep|random|react-restore|react-remove|decoy|decoy-restore|"

@@ -38,6 +38,13 @@ def make(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None 
     return Cage2Env(make_backend(backend, red_agent, seed), steps)
 
 
+def make_duel(backend: str = "sim", seed: int | None = None, max_steps: int = EP_LEN):
+    """CAGE2 as a two-player game: a PettingZoo ParallelEnv with agents blue and red
+    (wfrl.envs.duel; red is an agent, its reward the negative of blue's)."""
+    from wfrl.envs.duel import make_duel as make_parallel
+    return make_parallel(backend, seed, max_steps)
+
+
 def make_masked(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int | None = None,
                 max_steps: int = EP_LEN):
     """make(...) with the action mask (info["action_mask"], action_masks()): MASKED_ID."""
@@ -139,6 +146,6 @@ def _register():
 _register()
 
 __all__ = ["BACKENDS", "EP_LEN", "ENV_ID", "MASKED_ID", "MEMORY_ID", "N_ACTIONS", "N_HOSTS",
-           "OBS_DIM", "RECIPE_ID", "RED_AGENTS", "make", "make_backend", "make_masked",
+           "OBS_DIM", "RECIPE_ID", "RED_AGENTS", "make", "make_backend", "make_duel", "make_masked",
            "make_memory", "make_recipe", "make_vec", "make_vec_masked", "make_vec_memory",
            "make_vec_recipe"]

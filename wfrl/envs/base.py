@@ -19,25 +19,16 @@ from typing import Protocol
 
 import numpy as np
 
-from wfrl.envs.reds import FAMILY, POOLS
+# the red agents and pools, declared once in wfrl.config.names (RED_SPECS, POOL_SPECS)
+from wfrl.config.names import (CAGE2_REDS, FAMILY, MIXED, MIXED_REDS, POOLED,  # noqa: F401
+                               POOLS, RED_AGENTS, TRAIN_RED_AGENTS, episode_red, pool_member)
 from wfrl.errors import check_choice
 
 OBS_DIM = 52
 EP_LEN = 100
 
-CAGE2_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")   # in this order: the C codes 0-2
-RED_AGENTS = CAGE2_REDS + FAMILY   # and the variants (wfrl.envs.reds)
-MIXED = "mixed"  # each episode's attacker drawn from MIXED_REDS by its env seed
-MIXED_REDS = ("B_lineAgent", "RedMeanderAgent")
-TRAIN_RED_AGENTS = RED_AGENTS + (MIXED,) + tuple(POOLS)   # an episode's red drawn by its seed
-POOLED = (MIXED,) + tuple(POOLS)
-LEADERBOARD = ":leaderboard"
-# sim: the compiled simulator; cyborg: the installed CybORG (csle-cyborg 0.0.3, the challenge
-# repository's final code). NAME:leaderboard: the same played by the code the CAGE2 final
-# leaderboard was scored on, before the repository's fixes of 16 and 19 August 2022 (a restored
-# User3/User4 no longer falls to HarakaRCE; red's port memory of an IP only grows).
-ENGINES = ("sim", "cyborg")
-BACKENDS = ENGINES + tuple(e + LEADERBOARD for e in ENGINES)
+# the backends (sim, cyborg, and each by the leaderboard's code), declared in wfrl.config.names
+from wfrl.config.names import BACKENDS, ENGINES, LEADERBOARD  # noqa: E402
 
 
 # What a viewer reads from a backend after a step (wfrl.evaluation.replay), where the backend offers it:
@@ -62,26 +53,16 @@ class Backend(Protocol):
 
 
 def check_red_agent(name: str, allow_mixed: bool = True) -> str:
-    return check_choice("red agent", name, TRAIN_RED_AGENTS if allow_mixed else RED_AGENTS)
+    """`name` if it names a red agent (or, allow_mixed, a pool: mixed or one of POOLS), else a
+    one-line UserError."""
+    from wfrl.config.names import check_red_agent as check
+    return check(name, allow_mixed)
 
 
 def mixed_red_kind(env_seed: int) -> str:
     """The attacker of the mixed red's episode with this env seed (B_line or Meander, one half
     each); the twin of wfrl_mixed_red_kind in csrc/wfrl_cage2.h, so both backends agree."""
-    from wfrl.rng import MASK, splitmix64
-    _, out = splitmix64((int(env_seed) ^ 0x6D69786564726564) & MASK)
-    return MIXED_REDS[out >> 63]
-
-
-def episode_red(red_agent: str, env_seed: int) -> str:
-    """The red agent an episode with this env seed is played against: red_agent itself, or for
-    mixed and the pools (wfrl.envs.reds.POOLS) the member the seed draws."""
-    if red_agent == MIXED:
-        return mixed_red_kind(env_seed)
-    if red_agent in POOLS:
-        from wfrl.envs.reds import pool_member
-        return pool_member(red_agent, env_seed)
-    return red_agent
+    return pool_member(MIXED, env_seed)
 
 
 def check_backend(name: str) -> str:

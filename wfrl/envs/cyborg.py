@@ -48,9 +48,10 @@ def load_cyborg():
         from gym_csle_cyborg.constants.constants import CYBORG
     except ImportError as exc:
         raise BackendUnavailable(f"{_INSTALL_HINT} ({exc.name or exc} not importable)") from None
-    from wfrl.envs.reds import family_classes
-    agents = {"B_lineAgent": B_lineAgent, "RedMeanderAgent": RedMeanderAgent,
-              "SleepAgent": SleepAgent, **family_classes()}
+    from wfrl.envs.reds import B_LINE, MEANDER, SLEEP, family_classes
+    # every red of wfrl.envs.reds.RED_SPECS: CAGE2's own classes and the variants'
+    agents = {B_LINE: B_lineAgent, MEANDER: RedMeanderAgent, SLEEP: SleepAgent,
+              **family_classes()}
     return Main, ChallengeWrapper, CYBORG.CYBORG_SCENARIO_2_DICT, agents
 
 
@@ -212,11 +213,10 @@ class MixedCybORGBackend:
 
     def __init__(self, seed: int | None = None, leaderboard: bool = False,
                  red_agent: str = "mixed"):
-        from wfrl.envs.base import MIXED, MIXED_REDS
-        from wfrl.envs.reds import POOLS
+        from wfrl.envs.reds import POOL_OF
         self.red_agent = red_agent
         self.leaderboard = bool(leaderboard)
-        members = MIXED_REDS if red_agent == MIXED else POOLS[red_agent]
+        members = POOL_OF[red_agent].members
         self._envs = {red: CybORGBackend(red, seed, leaderboard) for red in members}
         self._current = self._envs[members[0]]
         self.seed(seed)

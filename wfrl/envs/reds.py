@@ -1,9 +1,7 @@
-"""Red agents beyond CAGE2's two: variants of B_line and Meander that change when red acts, how
-much it scans, which way it enters, whether it takes back what it lost and what it goes for, as
-CybORG red agent classes (their twins: the red variants of the compiled simulator,
-csrc/wfrl_cage2.h, WFRL_RED_VARIANT_SHIFT).
+"""The red agents: their table (wfrl.config.names: RED_SPECS, POOL_SPECS; re-exported here), and
+the CybORG red agent classes of the variants of B_line and Meander.
 
-Each variant wraps an instance of the CAGE2 agent it varies (what each does differently and why a
+The variants wrap an instance of the CAGE2 agent they vary (what each does differently and why a
 defender might fail against it: docs/robustness.md):
 
 - `DelayedB_lineAgent`, `DelayedMeanderAgent`: red sleeps the first D steps (D uniform in
@@ -32,28 +30,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-FAMILY = ("DelayedB_lineAgent", "BurstyB_lineAgent", "NoisyB_lineAgent",
-          "DelayedMeanderAgent", "BurstyMeanderAgent", "NoisyMeanderAgent",
-          "ScoutingB_lineAgent", "PersistentB_lineAgent", "EnterpriseMeanderAgent")
-# Pools: each episode's red drawn from the members by its env seed (pool_member; the twin of
-# wfrl_pool_red_code in csrc/wfrl_cage2.h, members in the same order). family-train: CAGE2's two
-# and one variant of each schedule; family-heldout: the other six: the three schedules, each seen
-# in training on the other base red, and path, persistence and target, never seen.
-POOLS = {"family": FAMILY,
-         "family-train": ("B_lineAgent", "RedMeanderAgent", "DelayedB_lineAgent",
-                          "BurstyMeanderAgent", "NoisyB_lineAgent"),
-         "family-heldout": ("DelayedMeanderAgent", "BurstyB_lineAgent", "NoisyMeanderAgent",
-                            "ScoutingB_lineAgent", "PersistentB_lineAgent",
-                            "EnterpriseMeanderAgent")}
-POOL_CODES = {"family": 4, "family-train": 5, "family-heldout": 6}
+# the red table, declared once (numpy-free, so the command line's checks import it cheaply)
+from wfrl.config.names import (ATTACKERS, B_LINE, BASE_CODES, BELIEF_REDS,  # noqa: F401
+                               CAGE2_REDS, CHANGES, FAMILY, FAMILY_VIEW, MEANDER, MIXED,
+                               MIXED_REDS, POOL_CODES, POOL_OF, POOL_SPECS, POOLED, POOLS,
+                               RED_AGENTS, RED_METAVAR, RED_SPECS, REDS, SLEEP, TRAIN_RED_AGENTS,
+                               VARIANT_SHIFT, VARIANTS, PoolSpec, RedSpec, UnknownRed, base_red,
+                               check_red_agent, episode_red, pool_member, red_code, red_codes,
+                               red_spec)
 
-
-def pool_member(pool: str, env_seed: int) -> str:
-    """The red of the pool's episode with this env seed."""
-    from wfrl.rng import MASK, splitmix64
-    members = POOLS[pool]
-    _, out = splitmix64((int(env_seed) ^ (0x706F6F6C00000000 + POOL_CODES[pool])) & MASK)
-    return members[(out >> 32) % len(members)]
 DELAY = (5, 25)    # the delayed variants' sleep at the start: uniform, steps
 BURST = 3          # the bursty variants' actions in a row
 PAUSE = (2, 5)     # and their pause after each burst: uniform, steps
@@ -253,10 +238,7 @@ def family_classes() -> dict:
         def set_initial_values(self, action_space, observation):
             pass
 
-    out = {}
-    for name in FAMILY:
-        mode = name.split("B_line")[0].split("Meander")[0].lower()
-        base = B_lineAgent if "B_line" in name else RedMeanderAgent
-        out[name] = type(name, (VariantRed,), {"base": base, "mode": mode,
-                                               "__module__": __name__})
-    return out
+    bases = {B_LINE: B_lineAgent, MEANDER: RedMeanderAgent}
+    return {name: type(name, (VariantRed,), {"base": bases[REDS[name].base],
+                                             "mode": REDS[name].variant, "__module__": __name__})
+            for name in FAMILY}

@@ -186,7 +186,8 @@ class Cage2VectorEnv(VectorEnv):
         """The red agent each env's current episode is played against (the mixed red resolved)."""
         out = np.zeros(self.num_envs, dtype=np.uint8)
         self._core.playing(out)
-        names = {code: name for name, code in _core.RED_KINDS.items()}
+        from wfrl.envs.reds import RED_SPECS
+        names = {spec.code: spec.name for spec in RED_SPECS}
         return tuple(names[int(k)] for k in out)
 
     @property

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wfrl.envs.reds import B_LINE, CAGE2_REDS, MEANDER, red_spec
 from wfrl.errors import UserError
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.stats import standard_error
 
-CAGE2_REDS = ("B_lineAgent", "RedMeanderAgent", "SleepAgent")
 CAGE2_LENGTHS = (30, 50, 100)
 CHUNK = {"sim": 1000, "cyborg": 50}
 
@@ -153,7 +153,7 @@ def _policy_for(red: str, checkpoints: dict) -> str:
     """Which checkpoint plays against `red`: the per-red one if given, else the general one
     (SleepAgent: the general one, else B_line's)."""
     # a variant of B_line or Meander (wfrl.envs.reds) is played by its base red's policy
-    own = "b_line" if "B_line" in red else "meander" if "Meander" in red else None
+    own = {B_LINE: "b_line", MEANDER: "meander"}.get(red_spec(red).base)
     if own and checkpoints.get(own):
         return checkpoints[own]
     if checkpoints.get("all"):
@@ -399,9 +399,8 @@ def format_table(res: dict) -> str:
 
 def base_red(red: str) -> str | None:
     """The CAGE2 red a variant varies (wfrl.envs.reds), None for CAGE2's own."""
-    if red in CAGE2_REDS:
-        return None
-    return "B_lineAgent" if "B_line" in red else "RedMeanderAgent"
+    spec = red_spec(red)
+    return None if spec.cage2 else spec.base
 
 
 def robustness_rows(res: dict) -> list[dict]:

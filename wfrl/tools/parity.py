@@ -29,7 +29,7 @@ import numpy as np
 
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
 from wfrl.envs.base import EP_LEN, OBS_DIM
-from wfrl.envs.reds import FAMILY
+from wfrl.envs.reds import ATTACKERS, FAMILY
 from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
 from wfrl.errors import UserError
 from wfrl.envs.actions import REMOVE_FIRST, RESTORE_FIRST, SLEEP
@@ -256,7 +256,7 @@ def parity(red_agent: str, policy: str, episodes: int, sim_episodes: int | None 
 # statistics so every test run compares the simulator against the full sample without replaying
 # it (scripts/record_parity.py makes the file; a live replay of a sample checks it still holds).
 
-REFERENCE_REDS = ("B_lineAgent", "RedMeanderAgent")
+REFERENCE_REDS = ATTACKERS   # CAGE2's two attackers (wfrl.envs.reds)
 # CybORG episodes per blue policy (≥ 300); the high-variance policies get more for power (a pair
 # whose margin is 0.15 sd needs ~800 for the test to have ~99 % power at equal means).
 REFERENCE_EPISODES = {"sleep": 300, "react-restore": 400, "random": 800, "react-remove": 800,

@@ -5,7 +5,8 @@
 # The C declarations are in wfrl_c.pxd, each header's once. The bindings are one include file per
 # subject, below, after the helpers they share: the simulator (core_sim.pxi), its gymnasium views
 # (core_vector.pxi), the memory, truth and belief blocks (core_features.pxi), the rollout loop
-# (core_rollout.pxi), the learner's steps (core_learner.pxi) and the planner (core_plan.pxi).
+# (core_rollout.pxi), the learner's steps (core_learner.pxi), the planner (core_plan.pxi) and
+# red as a learner (core_duel.pxi).
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 from wfrl_c cimport *
@@ -37,3 +38,4 @@ include "core_features.pxi"
 include "core_rollout.pxi"
 include "core_learner.pxi"
 include "core_plan.pxi"
+include "core_duel.pxi"

@@ -76,6 +76,17 @@ def compiled_step_fast():
     return wfrl_gemm_level() == 2
 
 
+def cpu_tiling():
+    """The tiling this CPU runs when nothing forces one (set_gemm_level): 2 with AVX-512, else
+    0."""
+    global wfrl_gemm_level_override
+    saved = wfrl_gemm_level_override
+    wfrl_gemm_level_override = -1
+    level = wfrl_gemm_level()
+    wfrl_gemm_level_override = saved
+    return level
+
+
 def gemm_level():
     """The tiling the compiled step's products run: 2 (AVX-512, 6 rows × 64 columns) or 0 (the
     portable one, 2 rows × 16 columns)."""

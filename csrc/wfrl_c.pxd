@@ -290,3 +290,16 @@ cdef extern from "wfrl_plan.h" nogil:
                          wfrl_plan_info *info)
     int wfrl_plan_count_state(const wfrl_planner *pl, const wfrl_cage2 *truth)
     void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_policy *p)
+
+cdef extern from "wfrl_duel.h" nogil:
+    int WFRL_RED_STREAM
+    ctypedef struct wfrl_red_policy:
+        const float *weights
+        int hidden
+        int greedy
+    ctypedef struct wfrl_duel:
+        wfrl_cage2 env
+        wfrl_actor blue
+    int64_t wfrl_duel_episode(wfrl_duel *d, int red_kind, uint64_t env_seed, uint64_t act_seed,
+                              const wfrl_policy *blue, const wfrl_red_policy *red,
+                              const wfrl_traj *buf, int64_t row, wfrl_scratch *s, int horizon)

@@ -173,13 +173,12 @@ static void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
  * 0 · it stays finite, so masked actions drop out of softmax, sampling and entropy alike. */
 #define WFRL_MASKED_LOGIT (-1.0e9f)
 
-/* Sample an action from softmax(logits) (or take the argmax); returns it and writes its
- * log-probability. One uniform draw from rng when sampling. exps: scratch of 145 doubles.
- * Masked actions carry WFRL_MASKED_LOGIT and are never chosen (Sleep is never masked). */
-static inline int wfrl_sample_action(const float *logits, int greedy, wfrl_rng *rng, float *logp,
-                                     double *exps)
+/* Sample an action from softmax(logits[0..A)) (or take the argmax); returns it and writes its
+ * log-probability. One uniform draw from rng when sampling. exps: scratch of A doubles.
+ * Masked actions carry WFRL_MASKED_LOGIT and are never chosen (action 0, Sleep, never is). */
+static inline int wfrl_sample_first(const float *logits, int A, int greedy, wfrl_rng *rng,
+                                    float *logp, double *exps)
 {
-    const int A = WFRL_N_ACTIONS;
     int best = 0;
     for (int a = 1; a < A; ++a)
         if (logits[a] > logits[best]) best = a;
@@ -207,6 +206,13 @@ static inline int wfrl_sample_action(const float *logits, int greedy, wfrl_rng *
     }
     *logp = (float)(((double)logits[chosen] - mx) - log(total));
     return chosen;
+}
+
+/* The same over all WFRL_N_ACTIONS (a blue policy's). */
+static inline int wfrl_sample_action(const float *logits, int greedy, wfrl_rng *rng, float *logp,
+                                     double *exps)
+{
+    return wfrl_sample_first(logits, WFRL_N_ACTIONS, greedy, rng, logp, exps);
 }
 
 #endif

@@ -219,6 +219,12 @@ class TensorBoardLog:
             add(tag, float(value), step)
         self.writer.flush()
 
+    def scalars(self, values: dict, step: int) -> None:
+        """Any named scalars at one global step (a red learner's curves)."""
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, float(value), step)
+        self.writer.flush()
+
     def close(self) -> None:
         self.writer.close()
 
@@ -306,8 +312,10 @@ def load_checkpoint(path) -> dict:
     if ck.get("format_version") != CHECKPOINT_VERSION:
         raise UserError(f"{path} has checkpoint format version {ck.get('format_version')};"
                         f" this wfrl reads version {CHECKPOINT_VERSION}")
-    # an order-conditioned policy shipped for any workflow (pretrained:any_workflow) names none
-    for key in ("model", "hidden") + (() if ck.get("any_workflow") else ("workflow",)):
+    # an order-conditioned policy shipped for any workflow (pretrained:any_workflow) names none,
+    # nor does a red attacker's (side "red", wfrl.training.attack)
+    free = ck.get("any_workflow") or ck.get("side") == "red"
+    for key in ("model", "hidden") + (() if free else ("workflow",)):
         if key not in ck:
             raise UserError(f"checkpoint {path} lacks {key!r}")
     return ck

@@ -256,5 +256,22 @@ def report(a) -> int:
     return 0
 
 
+def attack(a) -> int:
+    from wfrl.config.run import ATTACK_PPO, AttackConfig, PPOConfig
+    given = _given(a, field_names(AttackConfig))
+    if a.resume is not None:
+        if given or _given(a, field_names(PPOConfig)):
+            raise UserError("--resume continues with the run's stored settings; give no other flag")
+        from wfrl.training.attack import attack as run_attack, stored_config
+        run_attack(stored_config(a.resume), resume=True)
+        return 0
+    ppo = PPOConfig(**{**ATTACK_PPO, **_given(a, field_names(PPOConfig))})
+    cfg = AttackConfig(**given, ppo=ppo).validate()
+    from wfrl.training.attack import attack as run_attack
+    run_attack(cfg)
+    return 0
+
+
 COMMANDS = {"train": train, "exhaustive": exhaustive, "eval": evaluate, "parity": parity,
-            "bench": bench, "replay": replay, "report": report, "compare": compare}
+            "bench": bench, "replay": replay, "report": report, "compare": compare,
+            "attack": attack}

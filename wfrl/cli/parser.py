@@ -180,6 +180,20 @@ def _add_train(sub):
                 "observation only)")
 
 
+def _add_attack(sub):
+    from wfrl.config.run import AttackConfig, PPOConfig
+    p = sub.add_parser("attack", help="train a red best response to a frozen defender (red as an "
+                                      "agent; docs/duel.md)",
+                       description="Red learns, with wfrl's PPO, to attack a frozen blue "
+                                   "checkpoint in the compiled simulator; summary.json gives "
+                                   "the defender's return against it beside B_line's.")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the interrupted attack run in DIR with its stored settings")
+    _add_settings(p, (AttackConfig,))
+    g = p.add_argument_group("red's PPO")
+    _add_settings(g, (PPOConfig,), notes={"clip_per_net": "on"})
+
+
 def _add_exhaustive(sub):
     from wfrl.config.run import ExhaustiveConfig
     p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
@@ -280,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_train(sub)
     _add_exhaustive(sub)
+    _add_attack(sub)
     _add_eval(sub)
     _add_parity(sub)
     _add_bench(sub)

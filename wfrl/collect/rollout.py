@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
-from wfrl.envs.actions import N_ACTIONS
 from wfrl.envs.base import EP_LEN, OBS_DIM
 from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, ROLLOUT_BELIEF_STREAM, TRUTH_DIM,
                            MemoryTracker, ParticleFilterReference, truth_features)
@@ -110,7 +109,8 @@ def actor_episode(backend, actor, episode, env_seed, act_seed, buffer, row, vers
 
 
 def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple[int, float]:
-    """The sampling rule of wfrl_sample_action, in Python."""
+    """The sampling rule of wfrl_sample_first over all len(logits) actions (wfrl_sample_action:
+    a blue policy's 145), in Python."""
     best = int(np.argmax(logits))
     z = logits.astype(np.float64) - float(logits[best])
     e = np.exp(z)
@@ -120,8 +120,8 @@ def sample_reference(logits: np.ndarray, greedy: bool, rng: Xoshiro256) -> tuple
     chosen = best
     if not greedy:
         u = rng.uniform() * total
-        acc, chosen = 0.0, N_ACTIONS - 1
-        for a in range(N_ACTIONS):
+        acc, chosen = 0.0, len(logits) - 1
+        for a in range(len(logits)):
             acc += e[a]
             if u < acc:
                 chosen = a

@@ -26,6 +26,8 @@ LEADERBOARD = ":leaderboard"
 # User3/User4 no longer falls to HarakaRCE; red's port memory of an IP only grows).
 ENGINES = ("sim", "cyborg")
 BACKENDS = ENGINES + tuple(e + LEADERBOARD for e in ENGINES)
+# where red can be an agent (wfrl.envs.duel, wfrl attack): the simulator, either code
+DUEL_BACKENDS = ("sim", "sim" + LEADERBOARD)
 
 # -- collectors (wfrl.collect.base.make_collector builds each) ----------------------------------
 COLLECTORS = ("sequential", "sync", "async", "ray")

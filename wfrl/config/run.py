@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, belief_particles, known_backend, known_collector,
+                                Settings, belief_particles, flag_name, known_backend, known_collector,
                                 known_red_agent, known_workflow, non_negative, one_of,
                                 open_unit_interval, positive, red_list, ray_address, seed_range,
                                 setting, unit_interval)
-from wfrl.config.names import BELIEF_REDS
+from wfrl.config.names import BELIEF_REDS, DUEL_BACKENDS
 from wfrl.errors import UserError, check_choice
 
 # ---------------------------------------------------------------------------------------------
@@ -479,3 +479,52 @@ DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000, "recipe": 60_000}
 # The single-workflow recipe's schedule (README: the shipped policy's command), which
 # `wfrl exhaustive --protocol recipe` trains its conditioned policy with unless flags say otherwise.
 RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": False}
+
+
+# ---------------------------------------------------------------------------------------------
+# A red learner's run
+
+# the red learner's starting point (wfrl.training.attack): each network clipped alone (the
+# compiled steps apply), the rest PPOConfig's defaults
+ATTACK_PPO: dict[str, Any] = {"clip_per_net": True}
+
+
+@dataclass
+class AttackConfig(Settings):
+    """A red best response to a frozen defender (`wfrl attack`)."""
+    checkpoint: str = setting("pretrained:any_workflow", metavar="CHECKPOINT")
+    """The defender: a blue checkpoint (a file or pretrained:NAME), frozen and played greedily."""
+    workflow: str | None = setting(None, check=known_workflow)
+    """The workflow the defender follows (default: the checkpoint's own; an order-conditioned
+    checkpoint needs one)."""
+    backend: str = setting("sim", check=one_of(*DUEL_BACKENDS, what="attack backend"),
+                           metavar="|".join(DUEL_BACKENDS))
+    """The simulator, by the installed CybORG code or the leaderboard's (sim:leaderboard)."""
+    total_episodes: int = setting(20_000, check=positive)
+    """Episode budget of red's training."""
+    episodes_per_update: int = setting(200, check=positive)
+    """Episodes per PPO update."""
+    eval_every: int = setting(5_000, check=non_negative)
+    """Evaluate red greedily every N episodes on reserved episodes and keep the strongest as
+    best.pt (0 = only at the end)."""
+    eval_episodes: int = setting(500, check=positive)
+    """Episodes of each evaluation and of the final score."""
+    seed: int = setting(0, check=seed_range)
+    """Seed of red's learner and of every episode."""
+    out: str = "runs/attack"
+    """Run directory for config, logs and checkpoints."""
+    force: bool = False
+    """Replace a run already in --out."""
+    tensorboard: str | None = setting(None, metavar="DIR")
+    """Also write red's training curves as TensorBoard event files to DIR."""
+    ppo: PPOConfig = setting(factory=lambda: PPOConfig(**ATTACK_PPO))
+    """Red's PPO hyperparameters."""
+
+    def _check_together(self) -> None:
+        self.ppo._check_together()
+        bad = [f for f in ("memory", "mask", "truth_input", "privileged_critic")
+               if getattr(self.ppo, f)] + (["belief_input"] if self.ppo.belief_input else []) \
+            + (["teacher"] if self.ppo.teacher is not None else [])
+        if bad:
+            raise UserError(f"{flag_name(bad[0])} is a defender's input or route; red's network "
+                            "reads red's observation")

@@ -28,7 +28,7 @@ OBS_DIM = 52
 EP_LEN = 100
 
 # the backends (sim, cyborg, and each by the leaderboard's code), declared in wfrl.config.names
-from wfrl.config.names import BACKENDS, ENGINES, LEADERBOARD  # noqa: E402
+from wfrl.config.names import BACKENDS, LEADERBOARD  # noqa: E402
 
 
 # What a viewer reads from a backend after a step (wfrl.evaluation.replay), where the backend offers it:

@@ -34,6 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 from wfrl.envs.actions import HOSTS, N_ACTIONS
+from wfrl.config.names import DUEL_BACKENDS
 from wfrl.envs.base import EP_LEN, OBS_DIM, RED_SUBNETS, backend_engine, is_leaderboard
 from wfrl.errors import UserError
 
@@ -49,7 +50,6 @@ RED_ACTION_NAMES = (("Sleep",)
                                                        "ExploitRemoteService",
                                                        "PrivilegeEscalate", "Impact")
                             for h in HOSTS))
-DUEL_BACKENDS = ("sim", "sim:leaderboard")
 
 
 def check_duel_backend(backend: str) -> str:

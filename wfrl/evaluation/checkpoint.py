@@ -31,7 +31,8 @@ def net_from_checkpoint(ck: dict) -> NetSpec:
         net = NetSpec(hidden=int(spec["hidden"]), memory=bool(spec.get("memory", False)),
                       mask=bool(spec.get("mask", False)),
                       truth_input=bool(spec.get("truth_input", False)),
-                      belief=int(spec.get("belief", 0)), belief_reds=int(spec.get("belief_reds", 7)))
+                      belief=int(spec.get("belief", 0)), belief_reds=int(spec.get("belief_reds", 7)),
+                      red=bool(spec.get("red", False)))
     except (KeyError, TypeError, ValueError):
         raise UserError("checkpoint's network description is damaged") from None
     if net.hidden < 1:
@@ -59,6 +60,9 @@ def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
     it: its own workflow unless `workflow` is given (checked either way)."""
     ck = load_checkpoint(path)
     weights, net = weights_from_checkpoint(ck)
+    if net.red:
+        raise UserError(f"{path} is a red attacker's checkpoint (wfrl attack); a defender's is "
+                        "wanted here")
     cfg = ck.get("config", {}) if isinstance(ck.get("config"), dict) else {}
     wf = workflow or ck.get("workflow")
     if wf is None:   # an order-conditioned policy (a search's base, pretrained:any_workflow)

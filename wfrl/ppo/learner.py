@@ -86,11 +86,12 @@ def _critic_thread():
 class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
     """reference=True: the original update path (update_reference, unfused Adam) for `update`.
     manual=False: the autograd path the hand-written backward replaced (kept for comparison and
-    held equal to it by tests/test_learner.py). compiled=False: the torch steps everywhere."""
+    held equal to it by tests/test_learner.py). compiled=False: the torch steps everywhere.
+    net: the network's NetSpec, where it is not cfg.net() (a red attacker's)."""
 
     def __init__(self, cfg: PPOConfig, seed: int = 0, reference: bool = False,
                  manual: bool = True, compact: bool = True, split: bool = True,
-                 compiled: bool = True):
+                 compiled: bool = True, net=None):
         self.cfg = cfg
         self.reference = reference
         self.manual = manual and not reference
@@ -103,7 +104,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         self._scratch: Scratch | None = None
         torch.manual_seed(seed)
         self._gen = torch.Generator().manual_seed(seed)
-        self.net = cfg.net()
+        self.net = cfg.net() if net is None else net   # (net: an attacker's, wfrl.training.attack)
         self.model = ActorCritic(cfg.hidden, self.net.in_dim)
         self.private = private_paths()   # torch's private kernels (wfrl.ppo.optim)
         self.opt = adam(self.model.parameters(), cfg.lr, fused=not reference,

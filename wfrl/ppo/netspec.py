@@ -40,9 +40,15 @@ class NetSpec:
     truth_input: bool = False
     belief: int = 0          # particles of the belief block (0: no belief input)
     belief_reds: int = 7     # the red kinds the particles may be (PLAN_RED_* bits; 7: all three)
+    # an attacker's network (wfrl.training.attack): its input is red's observation (RED_OBS_DIM,
+    # wfrl.envs.duel) and its actions red's, the first RED_N_ACTIONS of the head (the rest masked)
+    red: bool = False
 
     @property
     def in_dim(self) -> int:
+        if self.red:
+            from wfrl.envs.duel import RED_OBS_DIM
+            return RED_OBS_DIM
         return (IN_DIM + (MEM_DIM if self.memory else 0) + (TRUTH_DIM if self.truth_input else 0)
                 + (BELIEF_DIM if self.belief else 0))
 
@@ -55,8 +61,10 @@ class NetSpec:
 
     def describe(self) -> str:
         """e.g. "hidden 64, memory on, mask on" (", truth input on", ", belief 32 particles
-        (mixture)" where they are)."""
+        (mixture)" where they are; "red, hidden 64" for an attacker's)."""
         on = {True: "on", False: "off"}
+        if self.red:
+            return f"red, hidden {self.hidden}"
         return (f"hidden {self.hidden}, memory {on[self.memory]}, mask {on[self.mask]}"
                 + (", truth input on" if self.truth_input else "")
                 + (f", belief {self.belief} particles ({belief_red_name(self.belief_reds)})"

@@ -21,7 +21,7 @@ def compiled_step_mode(value: "str | None" = None) -> bool:
     if mode == "off":
         _core.set_gemm_level(0)
         return False
-    return mode == "on" or bool(_core.compiled_step_fast())
+    return mode == "on" or _core.cpu_tiling() == 2
 
 
 # The torch versions the private paths below were measured and tested on (tests/test_learner.py

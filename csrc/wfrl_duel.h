@@ -1,0 +1,88 @@
+/* Red as a learner: episodes of the compiled CAGE2 whose red is external (WFRL_RED_EXTERNAL),
+ * played by a red policy against a frozen blue policy, red's trajectory written into a buffer
+ * row. No Python, no allocation.
+ *
+ * The red network has the blue network's layout (csrc/wfrl_mlp.h): its input is red's
+ * observation (WFRL_RED_OBS_DIM floats, wfrl_cage2_red_obs) and its actions are red's
+ * WFRL_RED_N_ACTIONS, the first of the 145-wide head; the rest are never played (the learner
+ * masks them), so the learner, its compiled steps and the checkpoint format serve both sides.
+ * Each step both sides choose from what they saw after the last one: blue with its compiled
+ * actor (memory, mask, workflow, its own action stream), red with red's mask from its own stream
+ * (stream WFRL_RED_STREAM of the episode's action seed); then the env plays blue's action and
+ * red's. Red's reward is the negative of blue's CAGE2 reward.
+ * Reference: wfrl/training/attack.py (duel_episode_reference), held equal by
+ * tests/test_attack.py. */
+#ifndef WFRL_DUEL_H
+#define WFRL_DUEL_H
+
+#include <string.h>
+
+#include "wfrl_rollout.h"
+
+#define WFRL_RED_STREAM 4
+
+typedef struct {
+    const float *weights; /* packed actor-critic weights (wfrl_mlp_pack, I = WFRL_RED_OBS_DIM) */
+    int hidden;
+    int greedy;
+} wfrl_red_policy;
+
+/* Red's action in env e now: its observation into s->x, the forward pass, red's mask over the
+ * first WFRL_RED_N_ACTIONS logits, one draw from rng (none when greedy). Returns the action and
+ * writes its log-probability and the value. */
+static inline int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
+                               wfrl_scratch *s, float *logp, float *value)
+{
+    uint8_t mask[WFRL_RED_N_ACTIONS];
+    wfrl_cage2_red_obs(e, s->x);
+    wfrl_mlp_forward(p->weights, p->hidden, WFRL_RED_OBS_DIM, s->x, s->logits, value, s->hidden);
+    wfrl_cage2_red_mask(e, mask);
+    for (int a = 0; a < WFRL_RED_N_ACTIONS; ++a)
+        if (!mask[a]) s->logits[a] = WFRL_MASKED_LOGIT;
+    return wfrl_sample_first(s->logits, WFRL_RED_N_ACTIONS, p->greedy, rng, logp, s->exps);
+}
+
+/* A duel in progress: the env, blue's actor, red's stream, what blue sees now. */
+typedef struct {
+    wfrl_cage2 env;
+    wfrl_actor blue;
+    wfrl_rng red_rng;
+    float obs[WFRL_OBS_DIM];
+    uint8_t access[WFRL_N_HOSTS];
+} wfrl_duel;
+
+/* One episode of `horizon` steps; red's steps go into buffer row `row` (buf may be NULL; its
+ * obs width must be WFRL_RED_OBS_DIM). red_kind: the scripted kind whose code the env is reset
+ * with (any: an external red never runs it), the leaderboard bit included. Returns blue's
+ * return in tenths. */
+static inline int64_t wfrl_duel_episode(wfrl_duel *d, int red_kind, uint64_t env_seed,
+                                        uint64_t act_seed, const wfrl_policy *blue,
+                                        const wfrl_red_policy *red, const wfrl_traj *buf,
+                                        int64_t row, wfrl_scratch *s, int horizon)
+{
+    wfrl_cage2_reset(&d->env, env_seed, red_kind | WFRL_RED_EXTERNAL);
+    wfrl_cage2_obs(&d->env, d->obs);
+    wfrl_cage2_red_access(&d->env, d->access);
+    wfrl_actor_begin(&d->blue, act_seed);
+    wfrl_rng_seed(&d->red_rng, wfrl_stream_seed(act_seed, 0, WFRL_RED_STREAM));
+    if (buf && row >= 0) buf->lengths[row] = 0;
+    int64_t ret10 = 0;
+    float red_obs[WFRL_RED_OBS_DIM];
+    uint8_t before[WFRL_N_HOSTS];
+    for (int t = 0; t < horizon; ++t) {
+        float logp, value, bonus, red_logp, red_value;
+        const int b = wfrl_actor_act(&d->blue, blue, s, d->obs, d->access, &logp, &value, &bonus);
+        const int r = wfrl_red_act(red, &d->env, &d->red_rng, s, &red_logp, &red_value);
+        memcpy(red_obs, s->x, sizeof(red_obs));
+        memcpy(before, d->access, sizeof(before));
+        wfrl_cage2_set_red_action(&d->env, r);
+        const int r10 = wfrl_cage2_step(&d->env, b, d->obs, d->access);
+        ret10 += r10;
+        if (buf && row >= 0)
+            wfrl_traj_push(buf, row, red_obs, r, red_logp, red_value, -(float)r10 / 10.0f,
+                           (uint8_t)(t + 1 == horizon), before, NULL);
+    }
+    return ret10;
+}
+
+#endif

@@ -1,0 +1,172 @@
+"""Red as a learner (wfrl.training.attack, csrc/wfrl_duel.h): the compiled duel loop against its
+Python twin, red's masks from its observation against the simulator's, a short `wfrl attack`
+that learns and keeps honest records, its resume after SIGKILL, and bad input in one line."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from _helpers import run_wfrl
+
+from wfrl.training import attack as att
+
+DEFENDER = "pretrained:critical_first"
+
+
+@pytest.fixture(scope="module")
+def defender():
+    return att.load_defender(DEFENDER, None)
+
+
+def _red_weights(hidden=32, seed=0):
+    import torch
+
+    from wfrl.envs.duel import RED_OBS_DIM
+    from wfrl.ppo.policy import ActorCritic
+    torch.manual_seed(seed)
+    m = ActorCritic(hidden, RED_OBS_DIM)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.3)    # far from uniform: the choices matter
+    return m.flat_weights()
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_the_duel_loop_equals_its_python_twin(defender, greedy):
+    # Six episodes through DuelSlots (into a red buffer) and through duel_episode_reference: the
+    # same red actions and rewards, the same blue returns, log-probabilities and values to
+    # float rounding, on both codes.
+    from wfrl._core import DuelSlots
+    from wfrl.rng import episode_seeds
+    w = _red_weights()
+    for leaderboard in (False, True):
+        buf = att.red_buffer(6)
+        slots = DuelSlots(1, leaderboard)
+        blue = att.play(slots, defender, w, 32, range(6), 11, greedy, buf)
+        env_seeds, act_seeds = episode_seeds(11, np.arange(6))
+        a = buf.arrays
+        moved = 0
+        for k in range(6):
+            ret, steps = att.duel_episode_reference(defender, w, 32, env_seeds[k], act_seeds[k],
+                                                    leaderboard, greedy)
+            assert blue[k] == pytest.approx(ret, abs=1e-9)
+            assert a["lengths"][k] == 100
+            np.testing.assert_array_equal(a["actions"][k], [s[1] for s in steps])
+            np.testing.assert_array_equal(a["obs"][k], np.stack([s[0] for s in steps]))
+            np.testing.assert_array_equal(a["rewards"][k], np.float32([s[4] for s in steps]))
+            np.testing.assert_allclose(a["logprobs"][k], [s[2] for s in steps], atol=2e-5)
+            np.testing.assert_allclose(a["values"][k], [s[3] for s in steps], atol=2e-5)
+            assert a["dones"][k].tolist() == [0] * 99 + [1]
+            moved += len(set(a["actions"][k].tolist()))
+        assert moved > (12 if greedy else 30)      # red does many different things
+
+
+def test_red_masks_read_from_the_observation_equal_the_simulators():
+    from wfrl._core import Cage2Sim
+    from wfrl.envs.duel import RED_N_ACTIONS
+    sim = Cage2Sim(1, "SleepAgent", external=True)
+    rng = np.random.default_rng(3)
+    obs, masks = [], []
+    for ep in range(20):
+        sim.reset(0, ep)
+        for _ in range(100):
+            obs.append(sim.red_obs(0))
+            masks.append(sim.red_mask(0))
+            sim.set_red_action(0, int(rng.choice(np.flatnonzero(masks[-1]))))
+            sim.step(0, int(rng.integers(145)) if rng.random() < 0.3 else 0)
+    got = att.red_masks(np.stack(obs))
+    np.testing.assert_array_equal(got[:, :RED_N_ACTIONS], np.stack(masks))
+    assert not got[:, RED_N_ACTIONS:].any()
+    assert len({m.tobytes() for m in masks}) > 20        # the mask moved with what red learned
+
+
+def _log(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+TIMING = {"Collection_Time", "Update_Time", "Episodes_Per_Second"}
+
+
+@pytest.fixture(scope="module")
+def short_attack(tmp_path_factory):
+    out = tmp_path_factory.mktemp("attack") / "run"
+    res = run_wfrl("attack", "--checkpoint", DEFENDER, "--total-episodes", 1200,
+                   "--episodes-per-update", 200, "--eval-every", 600, "--eval-episodes", 100,
+                   "--hidden", 32, "--seed", 5, "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_a_short_attack_learns_and_keeps_its_records(short_attack):
+    out = short_attack
+    rows = _log(out / "training_log.csv")
+    assert [int(r["Update"]) for r in rows] == [1, 2, 3, 4, 5, 6]
+    first, last = float(rows[0]["Blue_Return"]), float(rows[-1]["Blue_Return"])
+    assert last < first - 5          # red learned: blue loses more against it
+    evals = _log(out / "eval_log.csv")
+    assert [int(r["Episodes"]) for r in evals] == [600, 1200]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["episodes"] == 1200 and s["vs_red"]["n"] == 100
+    assert s["vs_red"]["mean"] == min(s["vs_red_greedy"]["mean"], s["vs_red_sampling"]["mean"])
+    assert s["exploitability"] == pytest.approx(s["vs_b_line"]["mean"] - s["vs_red"]["mean"],
+                                                abs=1e-3)
+    assert s["exploitability"] > 0
+    cfg = json.loads((out / "experiment_config.json").read_text())
+    assert cfg["mode"] == "attack" and cfg["checkpoint"] == DEFENDER
+    # the red checkpoint is a red's: a defender's command refuses it in one line
+    res = run_wfrl("eval", "--checkpoint", out / "best.pt", "--episodes", 2)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "is a red attacker's checkpoint" in res.stderr
+
+
+def test_an_attack_killed_mid_run_resumes_to_its_twin(short_attack, tmp_path):
+    # The same run killed (SIGKILL) after its second commit, then resumed: the same log (timing
+    # aside), the same evaluations and the same red, bit for bit.
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "wfrl", "attack", "--checkpoint", DEFENDER, "--total-episodes",
+           "1200", "--episodes-per-update", "200", "--eval-every", "600", "--eval-episodes",
+           "100", "--hidden", "32", "--seed", "5", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if (out / "training_log.csv").exists() and len(_log(out / "training_log.csv")) >= 2:
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists()
+    res = run_wfrl("attack", "--resume", out)
+    assert res.returncode == 0, res.stderr
+    want, got = _log(short_attack / "training_log.csv"), _log(out / "training_log.csv")
+    assert [{k: v for k, v in r.items() if k not in TIMING} for r in got] == \
+        [{k: v for k, v in r.items() if k not in TIMING} for r in want]
+    assert _log(out / "eval_log.csv") == _log(short_attack / "eval_log.csv")
+    import torch
+    a = torch.load(out / "best.pt", weights_only=True)["model"]
+    b = torch.load(short_attack / "best.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_bad_attack_input_is_one_line(short_attack, tmp_path):
+    cases = [
+        (("--checkpoint", short_attack / "best.pt"), "is a red attacker's checkpoint"),
+        (("--checkpoint", tmp_path / "nope.pt"), "does not exist"),
+        (("--backend", "cyborg"), "unknown attack backend 'cyborg'"),
+        (("--memory",), "--memory is a defender's input"),
+        (("--checkpoint", "pretrained:any_workflow"), "follows any workflow"),
+        (("--total-episodes", 0), "--total-episodes must be"),
+    ]
+    for flags, match in cases:
+        res = run_wfrl("attack", *flags, "--out", tmp_path / "x")
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, (flags, res.stderr)
+        assert match in res.stderr, (flags, res.stderr)
+    res = run_wfrl("attack", "--resume", tmp_path)
+    assert res.returncode == 2 and "cannot resume" in res.stderr
+    assert not (tmp_path / "x").exists()

@@ -472,7 +472,6 @@ static inline int cage2_red_dns(wfrl_cage2 *e, int h)
     return 1;
 }
 
-/* 0 on failure, else the level of the session it opened (1 user, 2 root). */
 static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
 {
     if (!e->ports_stored[h]) return 0;
@@ -499,7 +498,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
         cage2_entry(e, h, 1, port, 0, 0);
         cage2_add_session(&e->n_user_keep[h]); /* SSH sessions carry no PID: never removable */
         e->known_host = (uint16_t)(e->known_host | (1u << h));
-        return 1;   /* a user session */
+        return 1;
     }
     cage2_entry(e, h, 1, port, 0, 0);            /* event A */
     if (decoy) {
@@ -514,7 +513,7 @@ static inline int cage2_red_exploit(wfrl_cage2 *e, int h)
     else cage2_add_session(&e->n_user_keep[h]);
     e->malware[h] = 1;
     e->known_host = (uint16_t)(e->known_host | (1u << h));
-    return 1 + (result == R_PRIV);   /* the session's level: 1 user, 2 root */
+    return 1;
 }
 
 static inline int cage2_red_escalate(wfrl_cage2 *e, int h)
@@ -983,15 +982,15 @@ static inline int wfrl_cage2_step(wfrl_cage2 *e, int action, float *obs, uint8_t
     } else {
         ra = cage2_red_decide(e, &own, &vact);
     }
-    int ok = 1, data = 0, level = 0;
+    int ok = 1, data = 0;
     switch (ra.type) {
     case RA_DRS: ok = cage2_red_drs(e, ra.target); break;
     case RA_DNS: data = cage2_red_dns(e, ra.target); ok = 1; break;
     case RA_EXPLOIT:
-        level = cage2_red_exploit(e, ra.target);
-        ok = level != 0;
-        /* what red saw: the session's level (it keeps a root one it had) */
-        if (level > e->r_seen[ra.target]) e->r_seen[ra.target] = (uint8_t)level;
+        ok = cage2_red_exploit(e, ra.target);
+        /* what red saw: a new session whose level CybORG's observation does not show (a user
+         * one as far as red knows; it keeps a root one it had) */
+        e->r_seen[ra.target] = (uint8_t)(e->r_seen[ra.target] + (ok & (e->r_seen[ra.target] == 0)));
         break;
     case RA_ESCALATE:
         ok = cage2_red_escalate(e, ra.target);

@@ -79,7 +79,8 @@ def test_red_knows_what_its_actions_revealed():
             f"ExploitRemoteService {h}")] and not mask[_index(f"PrivilegeEscalate {h}")]
     assert obs[-3:].tolist() == [1, 0, np.float32(0.01)]  # it succeeded; step 1
     # an exploit before a scan fails (CybORG: no ports stored); after the scan it lands on
-    # User1's femitter as SYSTEM, and the hostname is learned
+    # User1's femitter as SYSTEM, and the hostname is learned; red sees a new foothold whose
+    # level CybORG's observation does not show (user, as far as red knows)
     assert sim.set_red_action(0, _index("ExploitRemoteService User1"))
     sim.step(0, 0)
     assert sim.red_obs(0)[-3:].tolist() == [0, 1, np.float32(0.02)]
@@ -90,9 +91,13 @@ def test_red_knows_what_its_actions_revealed():
     _, _, access = sim.step(0, 0)
     obs, mask = sim.red_obs(0), sim.red_mask(0)
     u1 = duel.HOSTS.index("User1")
-    assert access[u1] == 2 and obs[5 * u1:5 * u1 + 5].tolist() == [1, 1, 1, 0, 1]
+    assert access[u1] == 2 and obs[5 * u1:5 * u1 + 5].tolist() == [1, 1, 1, 1, 0]
     assert mask[_index("PrivilegeEscalate User1")] and mask[_index("Impact User1")]
-    # blue restores User1: red does not see it until an action there fails
+    # escalating there shows root; blue restores User1: red does not see it until an action
+    # there fails
+    sim.set_red_action(0, _index("PrivilegeEscalate User1"))
+    sim.step(0, 0)
+    assert sim.red_obs(0)[5 * u1 + 3:5 * u1 + 5].tolist() == [0, 1]
     from wfrl.envs.actions import RESTORE_FIRST
     sim.set_red_action(0, 0)
     sim.step(0, RESTORE_FIRST + u1)

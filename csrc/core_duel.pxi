@@ -31,6 +31,18 @@ cdef class RedPolicy:
         cdef float[::1] pv = self._packed
         wfrl_mlp_pack(&wv[0], self.p.hidden, WFRL_RED_OBS_DIM, &pv[0])
 
+    def logits(self, const float[::1] x):
+        """Red's logits over its RED_N_ACTIONS actions for one observation x [RED_OBS_DIM]
+        (the forward pass in C; the rest of the head is not red's)."""
+        _need(x.shape[0] == WFRL_RED_OBS_DIM, f"x must have {WFRL_RED_OBS_DIM} floats")
+        logits = np.empty(WFRL_N_ACTIONS, np.float32)
+        scratch = np.empty(2 * self.p.hidden, np.float32)
+        cdef float[::1] lv = logits, sv = scratch
+        cdef float value
+        wfrl_mlp_forward(self.p.weights, self.p.hidden, WFRL_RED_OBS_DIM, &x[0], &lv[0], &value,
+                         &sv[0])
+        return logits[:WFRL_RED_N_ACTIONS]
+
     @property
     def hidden(self):
         return self.p.hidden

@@ -119,6 +119,14 @@ def test_a_short_attack_learns_and_keeps_its_records(short_attack):
     assert s["exploitability"] > 0
     cfg = json.loads((out / "experiment_config.json").read_text())
     assert cfg["mode"] == "attack" and cfg["checkpoint"] == DEFENDER
+    # the CybORG agent reads the same weights the learner saved (without torch's module)
+    import wfrl.envs.duel as duel
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
+    w, hidden = duel.red_weights(str(out / "best.pt"))
+    np.testing.assert_array_equal(w, weights_from_checkpoint(load_checkpoint(out / "best.pt"))[0])
+    with pytest.raises(att.UserError, match="is a defender's checkpoint"):
+        duel.red_weights(DEFENDER)
     # the red checkpoint is a red's: a defender's command refuses it in one line
     res = run_wfrl("eval", "--checkpoint", out / "best.pt", "--episodes", 2)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
@@ -170,3 +178,56 @@ def test_bad_attack_input_is_one_line(short_attack, tmp_path):
     res = run_wfrl("attack", "--resume", tmp_path)
     assert res.returncode == 2 and "cannot resume" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.cyborg
+def test_red_knowledge_from_cybORG_names_every_host_rightly_and_only_offers_valid_actions(
+        short_attack):
+    # The learned red played in CybORG (learned_red_class) against a sleeping blue: at every step
+    # the addresses RedKnowledge has put names to are the hosts' true ones, the observation it
+    # builds says known exactly what CybORG's action space offers, and every action it takes is
+    # one that space allows.
+    from wfrl.envs.actions import HOSTS
+    from wfrl.envs.cyborg import CybORGBackend
+    from wfrl.envs.duel import RED_ACTION_NAMES
+    be = CybORGBackend(f"learned:{short_attack / 'best.pt'}", seed=4)
+    checked = 0
+    for ep in range(4):
+        be.seed(100 + ep)
+        be.reset()
+        agent = be._cyborg.environment_controller.agent_interfaces["Red"].agent
+        truth = {h: str(ip) for h, ip in be._cyborg.environment_controller.hostname_ip_map.items()}
+        for _ in range(40):
+            be.step(0)
+            k = agent.knowledge
+            assert {HOSTS[h]: str(ip) for h, ip in k.ip_of.items()} == \
+                {h: truth[h] for h in (HOSTS[i] for i in k.ip_of)}
+            name = RED_ACTION_NAMES[k.last]
+            space = be._cyborg.get_action_space("Red")
+            kind, *rest = name.split(" ")
+            if kind in ("DiscoverNetworkServices", "ExploitRemoteService"):
+                ip = k.ip_of[HOSTS.index(rest[0])]
+                assert space["ip_address"][ip], name
+            elif kind in ("PrivilegeEscalate", "Impact"):
+                assert space["hostname"][rest[0]], name
+            checked += kind != "Sleep"
+    assert checked > 60
+
+
+@pytest.mark.cyborg
+def test_a_learned_red_scores_on_cybORG_as_on_the_simulator(short_attack, defender):
+    # The short attack's red against the shipped specialist: its return on CybORG (30 episodes)
+    # within the parity tolerance of the simulator's (300), far below B_line's.
+    from wfrl._core import DuelSlots
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
+    from wfrl.stats import standard_error
+    w, net = weights_from_checkpoint(load_checkpoint(short_attack / "best.pt"))
+    sim = att.play(DuelSlots(1), defender, w, net.hidden, range(300), 9, False)
+    res = run_wfrl("eval", "--checkpoint", DEFENDER, "--backend", "cyborg", "--red-agent",
+                   f"learned:{short_attack / 'best.pt'}", "--episodes", 30, "--json")
+    assert res.returncode == 0, res.stderr
+    cy = json.loads(res.stdout)            # the defender greedy, as in the duel loop
+    tol = 3 * np.hypot(cy["se"], standard_error(sim)) + 2.0
+    assert abs(cy["mean"] - sim.mean()) < tol, (cy, sim.mean())
+    assert cy["mean"] < -20 and sim.mean() < -20        # (B_line: about -13)

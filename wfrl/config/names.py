@@ -142,8 +142,20 @@ def red_spec(name: str) -> RedSpec:
     return REDS[check_choice("red agent", name, RED_AGENTS)]
 
 
+# a learned red: learned:PATH, a red's checkpoint (wfrl attack's best.pt), checked where it is
+# loaded (wfrl.envs.reds.learned_red_class)
+LEARNED_PREFIX = "learned:"
+
+
+def is_learned(name) -> bool:
+    return isinstance(name, str) and name.startswith(LEARNED_PREFIX) and len(name) > 8
+
+
 def check_red_agent(name: str, allow_pools: bool = True) -> str:
-    """`name` if it names a red (or, allow_pools, a pool): else a one-line UserError."""
+    """`name` if it names a red (or, allow_pools, a pool) or a learned red: else a one-line
+    UserError."""
+    if is_learned(name):
+        return name
     return check_choice("red agent", name, TRAIN_RED_AGENTS if allow_pools else RED_AGENTS)
 
 

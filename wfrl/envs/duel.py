@@ -309,3 +309,223 @@ def make_duel(backend: str = "sim", seed: int | None = None, max_steps: int = EP
     if backend_engine(backend) != "sim":
         check_duel_backend(backend)
     return _parallel_class()(backend, seed, max_steps)
+
+
+# -- what red knows, read from CybORG's red observations ----------------------------------------
+# Each subnet's hosts in the order CybORG's DiscoverRemoteSystems lists their addresses (csrc/
+# wfrl_cage2.h cage2_subnet_hosts: the same order).
+SUBNET_LISTING = (("User0", "User1", "User2", "User3", "User4"),
+                  ("Enterprise0", "Enterprise1", "Enterprise2", "Defender"),
+                  ("Op_Server0", "Op_Host0", "Op_Host1", "Op_Host2"))
+HOST_SUBNET = {h: s for s, hosts in enumerate(SUBNET_LISTING) for h in hosts}
+
+
+def _true(value) -> int:
+    """CybORG's success (a TrinaryEnum) as 1 true, 0 false, 2 unknown."""
+    text = str(value).upper()
+    return 1 if text.endswith("TRUE") else 0 if text.endswith("FALSE") else 2
+
+
+class RedKnowledge:
+    """What red knows in a CybORG episode, from what CybORG shows red: the observation of its
+    last action and its action space. vector() is the simulator's red observation
+    (csrc/wfrl_cage2.h wfrl_cage2_red_obs), mask() its mask, action(a) CybORG's action for red
+    action a. Hosts are identified as CybORG shows them: a subnet's discovery lists its addresses
+    in a fixed host order (SUBNET_LISTING), an escalation names the hosts it reveals, an exploit
+    the host it landed on."""
+
+    def __init__(self):
+        self.begin()
+
+    def begin(self) -> None:
+        self.ip_of: dict[int, Any] = {}        # host index -> its address (as CybORG gives it)
+        self.host_of: dict[str, int] = {}      # str(address) -> host index
+        self.cidr_of: dict[int, Any] = {}      # subnet index -> its network
+        self.known_ip: set[int] = set()
+        self.known_host: set[int] = set()
+        self.known_subnets: set[int] = set()
+        self.scanned: set[int] = set()
+        self.seen = [0] * len(HOSTS)
+        self.last_ok = 2
+        self.t = 0
+        self.last: int | None = None          # red's last action (an index)
+
+    def _name(self, h: int, ip) -> None:
+        self.ip_of[h] = ip
+        self.host_of[str(ip)] = h
+
+    def observe(self, observation: dict, action_space: dict) -> None:
+        """Take in the observation of red's last action (or the episode's first) and the action
+        space red acts from now."""
+        last = None if self.last is None else RED_ACTION_NAMES[self.last].split(" ")
+        listed = []
+        for key, value in observation.items():
+            if key == "success" or not isinstance(value, dict):
+                continue
+            name = (value.get("System info") or {}).get("Hostname") or (key if key in HOSTS
+                                                                          else None)
+            for iface in value.get("Interface") or ():
+                ip = iface.get("IP Address")
+                if ip is None:
+                    continue
+                if name is not None:
+                    self._name(HOSTS.index(name), ip)
+                elif str(ip) not in self.host_of:
+                    listed.append(ip)
+        if last is not None and last[0] == "DiscoverRemoteSystems" and listed:
+            listing = SUBNET_LISTING[RED_SUBNETS.index(last[1])]
+            rest = [HOSTS.index(h) for h in listing if HOSTS.index(h) not in self.ip_of]
+            for h, ip in zip(rest, listed):
+                self._name(h, ip)
+        ok = _true(observation.get("success"))
+        self.last_ok = ok
+        if last is not None and len(last) == 2 and last[1] in HOSTS:
+            h = HOSTS.index(last[1])
+            ip = self.ip_of.get(h)
+            if last[0] == "DiscoverNetworkServices" and ip is not None:
+                found = observation.get(str(ip))
+                if isinstance(found, dict) and found.get("Processes"):
+                    self.scanned.add(h)
+            elif last[0] == "ExploitRemoteService" and ok == 1:
+                self.seen[h] = max(self.seen[h], 1)
+            elif last[0] == "PrivilegeEscalate" and ok != 2:
+                self.seen[h] = 2 * ok
+        # what red may act on now
+        for cidr, on in action_space.get("subnet", {}).items():
+            if on:
+                sub = next((HOST_SUBNET[HOSTS[h]] for h, ip in self.ip_of.items() if ip in cidr),
+                           None)
+                if sub is not None:
+                    self.cidr_of[sub] = cidr
+        known_cidrs = {str(c) for c, on in action_space.get("subnet", {}).items() if on}
+        self.known_subnets = {s for s, c in self.cidr_of.items() if str(c) in known_cidrs}
+        self.known_ip = {self.host_of[str(ip)] for ip, on in
+                         action_space.get("ip_address", {}).items()
+                         if on and str(ip) in self.host_of}
+        self.known_host = {HOSTS.index(n) for n, on in action_space.get("hostname", {}).items()
+                           if on and n in HOSTS}
+
+    def vector(self) -> np.ndarray:
+        """Red's observation (RED_OBS_DIM floats), as the simulator computes it."""
+        out = np.zeros(RED_OBS_DIM, np.float32)
+        k = len(RED_HOST_FEATURES)
+        for h in range(len(HOSTS)):
+            out[k * h:k * h + k] = (h in self.known_ip, h in self.known_host, h in self.scanned,
+                                    self.seen[h] == 1, self.seen[h] == 2)
+        o = k * len(HOSTS)
+        for s in self.known_subnets:
+            out[o + s] = 1
+        out[o + 3] = self.last_ok == 1
+        out[o + 4] = self.last_ok == 0
+        out[o + 5] = self.t / EP_LEN
+        return out
+
+    def mask(self) -> np.ndarray:
+        """Red's allowed actions now (bool [RED_N_ACTIONS])."""
+        m = np.zeros(RED_N_ACTIONS, bool)
+        m[0] = True
+        n = len(HOSTS)
+        for s in self.known_subnets:
+            m[1 + s] = True
+        for h in self.known_ip:
+            m[4 + h] = m[4 + n + h] = True
+        for h in self.known_host:
+            m[4 + 2 * n + h] = m[4 + 3 * n + h] = True
+        return m
+
+    def action(self, a: int, session: int = 0):
+        """CybORG's action for red action a (allowed by mask()); remembered as red's last."""
+        from csle_cyborg.shared.actions.abstract_actions.discover_network_services import \
+            DiscoverNetworkServices
+        from csle_cyborg.shared.actions.abstract_actions.discover_remote_systems import \
+            DiscoverRemoteSystems
+        from csle_cyborg.shared.actions.abstract_actions.exploit_remote_service import \
+            ExploitRemoteService
+        from csle_cyborg.shared.actions.abstract_actions.impact import Impact
+        from csle_cyborg.shared.actions.abstract_actions.privilege_escalate import \
+            PrivilegeEscalate
+        from csle_cyborg.shared.actions.action import Sleep
+        self.last = int(a)
+        self.t += 1
+        kind, *rest = RED_ACTION_NAMES[a].split(" ")
+        if kind == "Sleep":
+            return Sleep()
+        if kind == "DiscoverRemoteSystems":
+            return DiscoverRemoteSystems(subnet=self.cidr_of[RED_SUBNETS.index(rest[0])],
+                                         agent="Red", session=session)
+        h = HOSTS.index(rest[0])
+        if kind == "DiscoverNetworkServices":
+            return DiscoverNetworkServices(ip_address=self.ip_of[h], agent="Red", session=session)
+        if kind == "ExploitRemoteService":
+            return ExploitRemoteService(ip_address=self.ip_of[h], agent="Red", session=session)
+        if kind == "PrivilegeEscalate":
+            return PrivilegeEscalate(hostname=HOSTS[h], agent="Red", session=session)
+        return Impact(hostname=HOSTS[h], agent="Red", session=session)
+
+
+# -- learned reds: a red checkpoint (wfrl attack) as a CybORG red agent ---------------------------
+def learned_red_class(checkpoint: str, greedy: bool = False):
+    """A CybORG red agent class that plays a red checkpoint (a red's best.pt of `wfrl attack`)
+    from CybORG's red observation: RedKnowledge (wfrl.envs.duel) turns what CybORG shows red into
+    the simulator's red observation and mask, the network chooses (sampling from Python's
+    `random`, which the CybORG backend seeds per episode; or greedily), and RedKnowledge turns
+    the choice into CybORG's action. Copies none of CybORG's code. One-line UserError for a
+    file that is not a red's checkpoint."""
+    from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
+    weights, hidden = red_weights(checkpoint)
+
+    class LearnedRedAgent(BaseAgent):
+        def __init__(self):
+            from wfrl._core import RedPolicy
+            self.policy = RedPolicy(weights, hidden)
+            self.knowledge = RedKnowledge()
+
+        def get_action(self, observation, action_space):
+            import random
+            k = self.knowledge
+            k.observe(observation, action_space)
+            logits = self.policy.logits(k.vector())
+            z = np.where(k.mask(), logits.astype(np.float64), -np.inf)
+            if greedy:
+                a = int(np.argmax(z))
+            else:
+                p = np.exp(z - z.max())
+                a = int(np.searchsorted(np.cumsum(p), random.random() * p.sum(), side="right"))
+                a = min(a, RED_N_ACTIONS - 1)
+                while not k.mask()[a]:      # (rounding at the top end: the last allowed one)
+                    a -= 1
+            session = next(iter(action_space.get("session", {0: True})), 0)
+            return k.action(a, session)
+
+        def end_episode(self):
+            self.knowledge.begin()
+
+        def train(self, results):
+            pass
+
+        def set_initial_values(self, action_space, observation):
+            pass
+
+    LearnedRedAgent.__module__ = __name__
+    return LearnedRedAgent
+
+
+def red_weights(checkpoint: str):
+    """(flat weights, hidden width) of a red's checkpoint (its actor-critic's parameters in
+    order, flattened); one line for anything else."""
+    from wfrl.runlog import load_checkpoint
+    ck = load_checkpoint(checkpoint)
+    net = ck.get("net")
+    if not isinstance(net, dict) or not net.get("red"):
+        raise UserError(f"{checkpoint} is a defender's checkpoint; a red's (wfrl attack's "
+                        "best.pt) is wanted here")
+    from wfrl._core import mlp_n_params
+    hidden = int(ck["hidden"])
+    try:
+        weights = np.concatenate([t.numpy().astype(np.float32).ravel()
+                                  for t in ck["model"].values()])
+    except (AttributeError, TypeError, ValueError):
+        raise UserError(f"{checkpoint}: its weights are damaged") from None
+    if weights.shape != (mlp_n_params(hidden, RED_OBS_DIM),):
+        raise UserError(f"{checkpoint}: its weights do not fit a red network of width {hidden}")
+    return weights, hidden

@@ -242,3 +242,4 @@ def family_classes() -> dict:
     return {name: type(name, (VariantRed,), {"base": bases[REDS[name].base],
                                              "mode": REDS[name].variant, "__module__": __name__})
             for name in FAMILY}
+

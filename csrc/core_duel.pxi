@@ -1,56 +1,6 @@
 # Red as a learner (csrc/wfrl_duel.h): a red policy's episodes against a frozen blue policy on
-# the compiled simulator with an external red, red's steps written into a trajectory buffer.
-
-RED_STREAM = WFRL_RED_STREAM
-
-
-cdef class RedPolicy:
-    """A red policy as the duel loop sees it: actor-critic weights of input RED_OBS_DIM (packed
-    once here from the flat array; refresh() after new weights were written into it), greedy or
-    sampling."""
-    cdef wfrl_red_policy p
-    cdef readonly object weights
-    cdef object _packed
-
-    def __cinit__(self, weights, int hidden, bint greedy=False):
-        cdef const float[::1] wv = weights
-        _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
-        _need(wv.shape[0] == wfrl_mlp_n_params(hidden, WFRL_RED_OBS_DIM),
-              f"red weights must have {wfrl_mlp_n_params(hidden, WFRL_RED_OBS_DIM)} floats for "
-              f"hidden={hidden}")
-        self.weights = weights
-        self._packed = np.empty(wv.shape[0], np.float32)
-        cdef float[::1] pv = self._packed
-        self.p.weights = &pv[0]
-        self.p.hidden = hidden
-        self.p.greedy = greedy
-        self.refresh()
-
-    def refresh(self):
-        cdef const float[::1] wv = self.weights
-        cdef float[::1] pv = self._packed
-        wfrl_mlp_pack(&wv[0], self.p.hidden, WFRL_RED_OBS_DIM, &pv[0])
-
-    def logits(self, const float[::1] x):
-        """Red's logits over its RED_N_ACTIONS actions for one observation x [RED_OBS_DIM]
-        (the forward pass in C; the rest of the head is not red's)."""
-        _need(x.shape[0] == WFRL_RED_OBS_DIM, f"x must have {WFRL_RED_OBS_DIM} floats")
-        logits = np.empty(WFRL_N_ACTIONS, np.float32)
-        scratch = np.empty(2 * self.p.hidden, np.float32)
-        cdef float[::1] lv = logits, sv = scratch
-        cdef float value
-        wfrl_mlp_forward(self.p.weights, self.p.hidden, WFRL_RED_OBS_DIM, &x[0], &lv[0], &value,
-                         &sv[0])
-        return logits[:WFRL_RED_N_ACTIONS]
-
-    @property
-    def hidden(self):
-        return self.p.hidden
-
-    @property
-    def greedy(self):
-        return bool(self.p.greedy)
-
+# the compiled simulator with an external red, red's steps written into a trajectory buffer (the
+# red policy, RedPolicy, is in core_rollout.pxi: a learned red plays in blue's loop too).
 
 cdef class DuelSlots:
     """n duels in progress (env, blue's actor, red's stream) for the compiled duel loop; each

@@ -308,20 +308,33 @@ cdef class Actor:
         return wfrl_compliance_rate(&self.a.comp)
 
 
+def learned_red_policy(str red_agent):
+    """The RedPolicy of a learned red (learned:PATH; wfrl.envs.duel.red_weights), else None."""
+    from wfrl.config.names import LEARNED_PREFIX, is_learned
+    if not is_learned(red_agent):
+        return None
+    from wfrl.envs.duel import red_weights
+    weights, hidden = red_weights(red_agent[len(LEARNED_PREFIX):])
+    return RedPolicy(weights, hidden)
+
+
 cdef class SimSlots:
     """n compiled CAGE2 episodes-in-progress (env + action RNG + compliance + current obs), for
-    the compiled rollout loop. Storage is a numpy byte array owned here."""
+    the compiled rollout loop. Storage is a numpy byte array owned here. A learned red
+    (learned:PATH) is loaded once here and plays in every slot."""
     cdef wfrl_slot *slots
     cdef wfrl_scratch *s
     cdef readonly Py_ssize_t n
     cdef readonly int red_kind
     cdef readonly FilterBlock filters
+    cdef readonly RedPolicy red
     cdef object _storage, _scratch
 
     def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
         _need(n > 0, "SimSlots needs at least one slot")
         self.n = n
         self.red_kind = red_kind_code(red_agent, leaderboard)
+        self.red = learned_red_policy(red_agent)
         self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
         self.slots = <wfrl_slot *>_aligned(self._storage)
         self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
@@ -329,6 +342,7 @@ cdef class SimSlots:
         for i in range(n):
             self.slots[i].env.t = WFRL_EP_LEN  # idle until begin()
             self.slots[i].actor.filter = NULL
+            self.slots[i].red = NULL if self.red is None else &self.red.p
 
     cdef int _fit(self, Policy policy) except -1:
         """Give every slot a particle filter of the belief policy's size (allocated once, when

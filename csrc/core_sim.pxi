@@ -27,15 +27,69 @@ def red_kind_code(red_agent, bint leaderboard=False):
     return red_code(red_agent) | (WFRL_RED_LEADERBOARD if leaderboard else 0)
 
 
+RED_STREAM = WFRL_RED_STREAM
+
+
+cdef class RedPolicy:
+    """A red policy as the duel loop sees it: actor-critic weights of input RED_OBS_DIM (packed
+    once here from the flat array; refresh() after new weights were written into it), greedy or
+    sampling."""
+    cdef wfrl_red_policy p
+    cdef readonly object weights
+    cdef object _packed
+
+    def __cinit__(self, weights, int hidden, bint greedy=False):
+        cdef const float[::1] wv = weights
+        _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
+        _need(wv.shape[0] == wfrl_mlp_n_params(hidden, WFRL_RED_OBS_DIM),
+              f"red weights must have {wfrl_mlp_n_params(hidden, WFRL_RED_OBS_DIM)} floats for "
+              f"hidden={hidden}")
+        self.weights = weights
+        self._packed = np.empty(wv.shape[0], np.float32)
+        cdef float[::1] pv = self._packed
+        self.p.weights = &pv[0]
+        self.p.hidden = hidden
+        self.p.greedy = greedy
+        self.refresh()
+
+    def refresh(self):
+        cdef const float[::1] wv = self.weights
+        cdef float[::1] pv = self._packed
+        wfrl_mlp_pack(&wv[0], self.p.hidden, WFRL_RED_OBS_DIM, &pv[0])
+
+    def logits(self, const float[::1] x):
+        """Red's logits over its RED_N_ACTIONS actions for one observation x [RED_OBS_DIM]
+        (the forward pass in C; the rest of the head is not red's)."""
+        _need(x.shape[0] == WFRL_RED_OBS_DIM, f"x must have {WFRL_RED_OBS_DIM} floats")
+        logits = np.empty(WFRL_N_ACTIONS, np.float32)
+        scratch = np.empty(2 * self.p.hidden, np.float32)
+        cdef float[::1] lv = logits, sv = scratch
+        cdef float value
+        wfrl_mlp_forward(self.p.weights, self.p.hidden, WFRL_RED_OBS_DIM, &x[0], &lv[0], &value,
+                         &sv[0])
+        return logits[:WFRL_RED_N_ACTIONS]
+
+    @property
+    def hidden(self):
+        return self.p.hidden
+
+    @property
+    def greedy(self):
+        return bool(self.p.greedy)
+
+
 cdef class Cage2Sim:
     """n independent compiled CAGE2 envs against one red agent.
 
     The env structs live in a numpy byte array owned by this object; the C code never allocates.
+    An external red is given its actions (set_red_action), or a red network plays it
+    (seed_red, act_red: a learned red, as the compiled rollout loop plays it).
     """
     cdef wfrl_cage2 *envs
     cdef readonly Py_ssize_t n
     cdef readonly int red_kind
     cdef object _storage
+    cdef object _red_rngs, _red_scratch
 
     def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False,
                   bint external=False):
@@ -151,6 +205,28 @@ cdef class Cage2Sim:
         cdef float[::1] ov = out
         wfrl_cage2_red_obs(self._env(i), &ov[0])
         return out
+
+    def seed_red(self, Py_ssize_t i, uint64_t env_seed):
+        """Seed env i's learned-red stream for the episode with this env seed (as the compiled
+        rollout loop does: wfrl_red_seed)."""
+        self._external(i)
+        if self._red_rngs is None:
+            self._red_rngs = np.zeros(self.n * sizeof(wfrl_rng) + 64, np.uint8)
+            self._red_scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
+        cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
+        wfrl_rng_seed(&rngs[i], wfrl_red_seed(env_seed))
+
+    def act_red(self, Py_ssize_t i, RedPolicy red):
+        """Let the red network choose red's next action in env i (from its stream; seed_red
+        first) and give it; returns the action."""
+        cdef wfrl_cage2 *e = self._external(i)
+        _need(self._red_rngs is not None, "act_red: seed_red first")
+        cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
+        cdef float logp, value
+        cdef int a = wfrl_red_act(&red.p, e, &rngs[i], <wfrl_scratch *>_aligned(self._red_scratch),
+                                  &logp, &value)
+        wfrl_cage2_set_red_action(e, a)
+        return a
 
     def red_mask(self, Py_ssize_t i):
         """The red actions allowed in env i now: bool[RED_N_ACTIONS]."""

@@ -165,9 +165,18 @@ cdef extern from "wfrl_rollout.h" nogil:
         float belief[1]   # [WFRL_BELIEF_DIM]: the block of the last action choice
     ctypedef struct wfrl_scratch:
         float x[1]        # [WFRL_MAX_IN_DIM]: the input of the last action choice
+    int WFRL_RED_STREAM
+    ctypedef struct wfrl_red_policy:
+        const float *weights
+        int hidden
+        int greedy
+    uint64_t wfrl_red_seed(uint64_t env_seed)
+    int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
+                     wfrl_scratch *s, float *logp, float *value)
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
         wfrl_actor actor
+        const wfrl_red_policy *red
     int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
     void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
     void wfrl_mlp_forward(const float *packed, int H, int I, const float *x, float *logits,
@@ -292,11 +301,6 @@ cdef extern from "wfrl_plan.h" nogil:
     void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_policy *p)
 
 cdef extern from "wfrl_duel.h" nogil:
-    int WFRL_RED_STREAM
-    ctypedef struct wfrl_red_policy:
-        const float *weights
-        int hidden
-        int greedy
     ctypedef struct wfrl_duel:
         wfrl_cage2 env
         wfrl_actor blue

@@ -7,9 +7,9 @@
  * WFRL_RED_N_ACTIONS, the first of the 145-wide head; the rest are never played (the learner
  * masks them), so the learner, its compiled steps and the checkpoint format serve both sides.
  * Each step both sides choose from what they saw after the last one: blue with its compiled
- * actor (memory, mask, workflow, its own action stream), red with red's mask from its own stream
- * (stream WFRL_RED_STREAM of the episode's action seed); then the env plays blue's action and
- * red's. Red's reward is the negative of blue's CAGE2 reward.
+ * actor (memory, mask, workflow, its own action stream), red with wfrl_red_act (csrc/
+ * wfrl_rollout.h: red's mask, its stream seeded from the episode's env seed); then the env plays
+ * blue's action and red's. Red's reward is the negative of blue's CAGE2 reward.
  * Reference: wfrl/training/attack.py (duel_episode_reference), held equal by
  * tests/test_attack.py. */
 #ifndef WFRL_DUEL_H
@@ -18,29 +18,6 @@
 #include <string.h>
 
 #include "wfrl_rollout.h"
-
-#define WFRL_RED_STREAM 4
-
-typedef struct {
-    const float *weights; /* packed actor-critic weights (wfrl_mlp_pack, I = WFRL_RED_OBS_DIM) */
-    int hidden;
-    int greedy;
-} wfrl_red_policy;
-
-/* Red's action in env e now: its observation into s->x, the forward pass, red's mask over the
- * first WFRL_RED_N_ACTIONS logits, one draw from rng (none when greedy). Returns the action and
- * writes its log-probability and the value. */
-static inline int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
-                               wfrl_scratch *s, float *logp, float *value)
-{
-    uint8_t mask[WFRL_RED_N_ACTIONS];
-    wfrl_cage2_red_obs(e, s->x);
-    wfrl_mlp_forward(p->weights, p->hidden, WFRL_RED_OBS_DIM, s->x, s->logits, value, s->hidden);
-    wfrl_cage2_red_mask(e, mask);
-    for (int a = 0; a < WFRL_RED_N_ACTIONS; ++a)
-        if (!mask[a]) s->logits[a] = WFRL_MASKED_LOGIT;
-    return wfrl_sample_first(s->logits, WFRL_RED_N_ACTIONS, p->greedy, rng, logp, s->exps);
-}
 
 /* A duel in progress: the env, blue's actor, red's stream, what blue sees now. */
 typedef struct {
@@ -64,7 +41,7 @@ static inline int64_t wfrl_duel_episode(wfrl_duel *d, int red_kind, uint64_t env
     wfrl_cage2_obs(&d->env, d->obs);
     wfrl_cage2_red_access(&d->env, d->access);
     wfrl_actor_begin(&d->blue, act_seed);
-    wfrl_rng_seed(&d->red_rng, wfrl_stream_seed(act_seed, 0, WFRL_RED_STREAM));
+    wfrl_rng_seed(&d->red_rng, wfrl_red_seed(env_seed));
     if (buf && row >= 0) buf->lengths[row] = 0;
     int64_t ret10 = 0;
     float red_obs[WFRL_RED_OBS_DIM];

@@ -72,6 +72,39 @@ typedef struct {
     float hidden[2 * WFRL_MAX_HIDDEN];
 } wfrl_scratch;
 
+/* ---- a learned red (an external red played by a red network) ------------------------------
+ * Its network has the blue network's layout (csrc/wfrl_mlp.h) with red's observation as input
+ * (WFRL_RED_OBS_DIM floats) and red's WFRL_RED_N_ACTIONS actions first in the head. Its draws
+ * come from stream WFRL_RED_STREAM of the episode's env seed (wfrl_red_seed): a red that is part
+ * of the environment plays the same episode whoever collects it. */
+#define WFRL_RED_STREAM 4
+
+static inline uint64_t wfrl_red_seed(uint64_t env_seed)
+{
+    return wfrl_stream_seed(env_seed, 0, WFRL_RED_STREAM);
+}
+
+typedef struct {
+    const float *weights; /* packed actor-critic weights (wfrl_mlp_pack, I = WFRL_RED_OBS_DIM) */
+    int hidden;
+    int greedy;
+} wfrl_red_policy;
+
+/* Red's action in env e now: its observation into s->x, the forward pass, red's mask over the
+ * first WFRL_RED_N_ACTIONS logits, one draw from rng (none when greedy). Returns the action and
+ * writes its log-probability and the value. */
+static inline int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
+                               wfrl_scratch *s, float *logp, float *value)
+{
+    uint8_t mask[WFRL_RED_N_ACTIONS];
+    wfrl_cage2_red_obs(e, s->x);
+    wfrl_mlp_forward(p->weights, p->hidden, WFRL_RED_OBS_DIM, s->x, s->logits, value, s->hidden);
+    wfrl_cage2_red_mask(e, mask);
+    for (int a = 0; a < WFRL_RED_N_ACTIONS; ++a)
+        if (!mask[a]) s->logits[a] = WFRL_MASKED_LOGIT;
+    return wfrl_sample_first(s->logits, WFRL_RED_N_ACTIONS, p->greedy, rng, logp, s->exps);
+}
+
 static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
 {
     wfrl_rng_seed(&a->rng, act_seed);
@@ -143,10 +176,13 @@ static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scrat
     return wfrl_actor_act_except(a, p, s, obs, red_access, -1, logp, value, bonus);
 }
 
-/* An episode of a compiled CAGE2 env in progress. */
+/* An episode of a compiled CAGE2 env in progress (red: a learned red's network, or NULL: the env's
+ * own red). */
 typedef struct {
     wfrl_cage2 env;
     wfrl_actor actor;
+    const wfrl_red_policy *red;
+    wfrl_rng red_rng;
     float obs[WFRL_OBS_DIM];
     uint8_t access[WFRL_N_HOSTS];
     int64_t row;          /* buffer row it writes, or -1 */
@@ -162,6 +198,7 @@ static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t ac
     wfrl_cage2_obs(&sl->env, sl->obs);
     wfrl_cage2_red_access(&sl->env, sl->access);
     wfrl_actor_begin(&sl->actor, act_seed);
+    wfrl_rng_seed(&sl->red_rng, wfrl_red_seed(env_seed));
     sl->row = row;
     sl->horizon = WFRL_EP_LEN;
     sl->return10 = 0;
@@ -181,6 +218,11 @@ static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_polic
         uint8_t next_access[WFRL_N_HOSTS];
         const int action = wfrl_actor_act(&sl->actor, p, s, sl->obs, sl->access, &logp, &value,
                                           &bonus);
+        if (sl->red) {   /* a learned red chooses from what it saw, as blue did */
+            float red_logp, red_value;
+            wfrl_cage2_set_red_action(&sl->env, wfrl_red_act(sl->red, &sl->env, &sl->red_rng, s,
+                                                             &red_logp, &red_value));
+        }
         const int r10 = wfrl_cage2_step(&sl->env, action, next_obs, next_access);
         const int done = sl->env.t >= sl->horizon;
         if (done) bonus += wfrl_compliance_finish(&sl->actor.comp, &p->wf);

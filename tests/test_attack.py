@@ -231,3 +231,52 @@ def test_a_learned_red_scores_on_cybORG_as_on_the_simulator(short_attack, defend
     tol = 3 * np.hypot(cy["se"], standard_error(sim)) + 2.0
     assert abs(cy["mean"] - sim.mean()) < tol, (cy, sim.mean())
     assert cy["mean"] < -20 and sim.mean() < -20        # (B_line: about -13)
+
+
+def test_a_learned_red_plays_the_same_episodes_in_every_loop(short_attack, defender):
+    # learned:PATH on the simulator: the compiled rollout loop (SimSlots), the per-step path
+    # (SimBackend.step, the gymnasium env) and red's own duel loop play the same episodes, so a
+    # defender's score against a learned red is one number whoever computes it.
+    from wfrl._core import DuelSlots
+    from wfrl.collect.rollout import run_episodes
+    from wfrl.envs import make_backend
+    from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
+    red = f"learned:{short_attack / 'best.pt'}"
+    be = make_backend("sim", red, seed=0)
+    eps = range(40)
+    fast = [s.env_return for s in run_episodes(be, defender.policy, eps, 21)]
+
+    class Seen:
+        def step(self, *a):
+            pass
+
+        def end_episode(self):
+            pass
+    slow = [s.env_return for s in run_episodes(be, defender.policy, eps, 21, observer=Seen())]
+    np.testing.assert_allclose(fast, slow, atol=1e-4)      # (float32 sums against float64)
+    w, net = weights_from_checkpoint(load_checkpoint(short_attack / "best.pt"))
+    duel = att.play(DuelSlots(1), defender, w, net.hidden, eps, 21, False)
+    np.testing.assert_allclose(fast, duel, atol=1e-4)
+    assert np.mean(fast) < -20
+
+
+def test_blue_trains_against_a_learned_red_with_any_collector(short_attack, tmp_path):
+    red = f"learned:{short_attack / 'best.pt'}"
+    logs = {}
+    for collector in ("sequential", "async"):
+        res = run_wfrl("train", "--workflow", "critical_first", "--red-agent", red,
+                       "--collector", collector, "--total-episodes", 40,
+                       "--episodes-per-update", 20, "--eval-every", 0,
+                       "--out", tmp_path / collector)
+        assert res.returncode == 0, res.stderr
+        logs[collector] = [r["Env_Reward"] for r in _log(tmp_path / collector / "training_log.csv")]
+    assert logs["sequential"] == logs["async"]      # the same episodes, whoever collects them
+    res = run_wfrl("train", "--workflow", "critical_first", "--red-agent",
+                   f"learned:{tmp_path / 'nope.pt'}", "--total-episodes", 20,
+                   "--out", tmp_path / "bad")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "does not exist" in res.stderr
+    from wfrl.envs import make_vec
+    from wfrl.errors import UserError
+    with pytest.raises(UserError, match="the vector env plays the scripted reds"):
+        make_vec(2, red_agent=red)

@@ -159,10 +159,18 @@ def check_red_agent(name: str, allow_pools: bool = True) -> str:
     return check_choice("red agent", name, TRAIN_RED_AGENTS if allow_pools else RED_AGENTS)
 
 
+# OR-ed into a red kind code: red is an agent driven from outside (csrc/wfrl_cage2.h
+# WFRL_RED_EXTERNAL); a learned red's code is SleepAgent's with it
+RED_EXTERNAL = 0x100
+
+
 def red_code(name) -> int:
-    """The simulator's red kind code of a red or pool (an int is taken as a code already)."""
+    """The simulator's red kind code of a red or pool (an int is taken as a code already; a
+    learned red's is an external red's)."""
     if isinstance(name, int):
         return name
+    if is_learned(name):
+        return BASE_CODES[SLEEP] | RED_EXTERNAL
     if name in POOL_OF:
         return POOL_OF[name].code
     if name in REDS:

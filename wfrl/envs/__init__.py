@@ -19,11 +19,6 @@ def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int
     attacker is B_line or Meander, chosen by its seed."""
     leaderboard = is_leaderboard(backend)
     check_red_agent(red_agent)
-    from wfrl.config.names import is_learned
-    if is_learned(red_agent) and backend_engine(backend) == "sim":
-        from wfrl.errors import UserError
-        raise UserError(f"{red_agent} plays on the cyborg backends; on the simulator a learned "
-                        "red plays in wfrl attack's duel loop")
     if backend_engine(backend) == "sim":
         from wfrl.envs.sim import SimBackend
         return SimBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)

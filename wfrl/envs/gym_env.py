@@ -60,7 +60,7 @@ class Cage2Env(gym.Env):
         self.action_space = spaces.Discrete(N_ACTIONS)
         self._t = _NOT_STARTED
         self._fast = None
-        if type(backend) is SimBackend:
+        if type(backend) is SimBackend and backend.red is None:   # (a learned red: step by step)
             from wfrl._core import Cage2Gym
             self._fast = Cage2Gym(backend.sim, self.max_steps)
             # an instance attribute over the method (what `self.step = ...` does; mypy refuses

@@ -28,6 +28,7 @@ class SimBackend:
         self.leaderboard = bool(leaderboard)   # the leaderboard's CybORG code (envs.base.BACKENDS)
         self.sim = Cage2Sim(1, red_agent, leaderboard)    # stepped from Python (gymnasium, parity)
         self.slots = SimSlots(1, red_agent, leaderboard)  # whole episodes in the compiled loop
+        self.red = self.slots.red    # a learned red's network (learned:PATH), else None
         self._next_seed: int   # set by seed()
         self.seed(seed)
 
@@ -43,9 +44,15 @@ class SimBackend:
         return seed
 
     def reset(self):
-        return self.sim.reset(0, self.take_episode_seed())
+        seed = self.take_episode_seed()
+        out = self.sim.reset(0, seed)
+        if self.red is not None:
+            self.sim.seed_red(0, seed)
+        return out
 
     def step(self, action: int):
+        if self.red is not None:    # the learned red chooses, as in the compiled loop
+            self.sim.act_red(0, self.red)
         return self.sim.step(0, int(action))
 
     def last_red_action(self):

@@ -177,7 +177,7 @@ def duel_episode_reference(defender: Defender, red_weights, hidden: int, env_see
     actor = Actor(defender.policy)
     actor.begin(int(act_seed))
     red = NumpyPolicy(np.ascontiguousarray(red_weights, np.float32), hidden, RED_OBS_DIM)
-    rng = Xoshiro256(stream_seed(int(act_seed), 0, RED_STREAM))
+    rng = Xoshiro256(stream_seed(int(env_seed), 0, RED_STREAM))
     total, steps = 0.0, []
     for _ in range(EP_LEN):
         b = actor.act(obs, access)[0]

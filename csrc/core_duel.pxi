@@ -3,8 +3,9 @@
 # red policy, RedPolicy, is in core_rollout.pxi: a learned red plays in blue's loop too).
 
 cdef class DuelSlots:
-    """n duels in progress (env, blue's actor, red's stream) for the compiled duel loop; each
-    plays whole episodes without the GIL. Storage is a numpy byte array owned here."""
+    """n duels in progress (env, blue's actor, red's stream, scratch) for the compiled duel loop;
+    each plays whole episodes without the GIL, so n threads may play one slot each at once.
+    Storage is numpy byte arrays owned here."""
     cdef wfrl_duel *duels
     cdef wfrl_scratch *s
     cdef readonly Py_ssize_t n
@@ -18,7 +19,7 @@ cdef class DuelSlots:
         self.red_kind = red_kind_code("SleepAgent", leaderboard)
         self._storage = np.zeros(n * sizeof(wfrl_duel) + 64, np.uint8)
         self.duels = <wfrl_duel *>_aligned(self._storage)
-        self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
+        self._scratch = np.zeros(n * sizeof(wfrl_scratch) + 64, np.uint8)
         self.s = <wfrl_scratch *>_aligned(self._scratch)
         for i in range(n):
             self.duels[i].blue.filter = NULL
@@ -50,5 +51,5 @@ cdef class DuelSlots:
         with nogil:
             for k in range(n):
                 r10 = wfrl_duel_episode(d, self.red_kind, env_seeds[k], act_seeds[k], &blue.p,
-                                        &red.p, b, rows[k], self.s, horizon)
+                                        &red.p, b, rows[k], &self.s[slot], horizon)
                 blue_returns[k] = r10 / 10.0

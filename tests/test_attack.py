@@ -280,3 +280,17 @@ def test_blue_trains_against_a_learned_red_with_any_collector(short_attack, tmp_
     from wfrl.errors import UserError
     with pytest.raises(UserError, match="the vector env plays the scripted reds"):
         make_vec(2, red_agent=red)
+
+
+def test_a_batch_split_over_threads_is_the_same_batch(defender):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wfrl._core import DuelSlots
+    w = _red_weights()
+    one, two = att.red_buffer(9), att.red_buffer(9)
+    a = att.play(DuelSlots(1), defender, w, 32, range(30, 39), 4, False, one)
+    with ThreadPoolExecutor(3) as pool:
+        b = att.play(DuelSlots(3), defender, w, 32, range(30, 39), 4, False, two, pool)
+    np.testing.assert_array_equal(a, b)
+    for k in one.arrays:
+        np.testing.assert_array_equal(one.arrays[k], two.arrays[k])

@@ -173,7 +173,12 @@ def _bench_train(a) -> int:
     cfg = BenchTrainConfig(**_given(a, field_names(BenchTrainConfig))).validate()
     from wfrl.tools.benchmarks import bench_belief_train, bench_privileged_train, bench_train
     say = None if a.json else (lambda line: print(line, flush=True))
-    if cfg.privileged:
+    if cfg.attack is not None:
+        from wfrl.tools.benchmarks import bench_attack_train
+        res = bench_attack_train(cfg.attack, a.episodes_per_update or 200,
+                                 a.e2e_episodes or 4000, cfg.repeats, cfg.collector,
+                                 cfg.n_workers, cfg.seed, progress=say)
+    elif cfg.privileged:
         res = bench_privileged_train(cfg.teacher, cfg.episodes_per_update, cfg.e2e_episodes,
                                      cfg.repeats, cfg.collector, cfg.n_workers, cfg.red_agent,
                                      cfg.seed, progress=say)

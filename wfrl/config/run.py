@@ -517,6 +517,9 @@ class AttackConfig(Settings):
     """Replace a run already in --out."""
     tensorboard: str | None = setting(None, metavar="DIR")
     """Also write red's training curves as TensorBoard event files to DIR."""
+    threads: int = setting(2, check=positive)
+    """Threads that play a batch's episodes side by side (each its share, without the GIL; the
+    same episodes and records for any number)."""
     ppo: PPOConfig = setting(factory=lambda: PPOConfig(**ATTACK_PPO))
     """Red's PPO hyperparameters."""
 

@@ -107,12 +107,16 @@ class BenchTrainConfig(Settings):
     the teacher given here) against the recipe, end to end, alternated run by run."""
     teacher: str | None = setting(None, metavar="CHECKPOINT")
     """The teacher of --privileged's teacher routes (a --truth-input checkpoint)."""
+    attack: str | None = setting(None, metavar="DEFENDER")
+    """Time only red's training against this defender (wfrl attack) against the blue recipe's,
+    end to end, alternated run by run (--episodes-per-update 200 unless given)."""
 
     def _check_together(self) -> None:
         if self.teacher is not None and not self.privileged:
             raise UserError("--teacher applies to wfrl bench train --privileged")
-        if self.privileged and self.belief_input:
-            raise UserError("--privileged and --belief-input time different things: give one")
+        if sum((self.privileged, bool(self.belief_input), self.attack is not None)) > 1:
+            raise UserError("--privileged, --belief-input and --attack time different things: "
+                            "give one")
 
 
 @dataclass

@@ -378,3 +378,53 @@ def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
             say(f"end to end, {k}: {out[f'{k}_vs_recipe']:.2f}x the recipe")
     return out
 
+
+
+def bench_attack_train(defender: str = "pretrained:critical_first",
+                       episodes_per_update: int = 200, e2e_episodes: int = 4000,
+                       repeats: int = 3, collector: str = "auto", n_workers: int = 2,
+                       seed: int = 0, progress=None) -> dict:
+    """Red's training against blue's, side by side in one run on the simulator: `wfrl attack`
+    against `defender` (red's default settings, its batch played on 2 threads) and the blue
+    recipe's `wfrl train --workflow critical_first --red-agent mixed` (its collector and
+    workers), each on e2e_episodes episodes of episodes_per_update per update, alternated run by
+    run `repeats` times (median episodes/s, wall time with start-up; red's run without its
+    periodic evaluations, its final score on one episode). red_vs_recipe is red's end-to-end
+    rate over blue's."""
+    import tempfile
+
+    from wfrl.config.run import (ATTACK_PPO, RECIPE_SCHEDULE, AttackConfig, PPOConfig,
+                                 preset_settings, resolve_collector)
+    from wfrl.training.attack import attack, load_defender
+    load_defender(defender, None)     # a bad defender is said before any run
+    say = progress or (lambda line: None)
+    collector = resolve_collector(collector)
+    _, ppo_preset = preset_settings("recipe")
+    blue = {"ppo": PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE})}
+    walls: dict = {"recipe": [], "red": []}
+    for r in range(repeats):
+        walls["recipe"] += _train_walls(
+            {"recipe": blue}, dict(workflow="critical_first", collector=collector,
+                                   n_workers=n_workers, red_agent="mixed",
+                                   total_episodes=e2e_episodes,
+                                   episodes_per_update=episodes_per_update, seed=seed),
+            1, say)["recipe"]
+        with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
+            cfg = AttackConfig(checkpoint=defender, total_episodes=e2e_episodes,
+                               episodes_per_update=episodes_per_update, eval_every=0,
+                               eval_episodes=1, seed=seed, out=d,
+                               ppo=PPOConfig(**ATTACK_PPO))
+            t = time.perf_counter()
+            attack(cfg, progress=lambda line: None)
+            walls["red"].append(time.perf_counter() - t)
+        say(f"end to end, red against {defender}, run {r + 1}: "
+            f"{e2e_episodes / walls['red'][-1]:.0f} episodes/s")
+    out = {"defender": defender, "collector": collector, "n_workers": n_workers,
+           "episodes_per_update": episodes_per_update, "e2e_episodes": e2e_episodes}
+    for k in walls:
+        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
+        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    out["red_vs_recipe"] = out["e2e_red_episodes_per_s"] / out["e2e_recipe_episodes_per_s"]
+    say(f"end to end: red {out['e2e_red_episodes_per_s']:.0f} episodes/s, the blue recipe "
+        f"{out['e2e_recipe_episodes_per_s']:.0f}: {out['red_vs_recipe']:.2f}x")
+    return out

@@ -134,9 +134,11 @@ def load_defender(checkpoint: str, workflow: str | None) -> Defender:
 
 
 def play(slots, defender: Defender, red_weights, hidden: int, episodes, seed: int,
-         greedy: bool, buffer=None) -> np.ndarray:
+         greedy: bool, buffer=None, pool=None) -> np.ndarray:
     """Blue's returns in global episodes `episodes` (seeds from (seed, episode)) of red's policy
-    against the defender; red's steps go into buffer rows 0.. (buffer may be None)."""
+    against the defender; red's steps go into buffer rows 0.. (buffer may be None). With a
+    thread pool (and one slot per thread), the episodes are split over the slots, each playing
+    its share without the GIL: the same episodes, the same rows."""
     from wfrl._core import RedPolicy
     episodes = np.asarray(episodes, np.int64)
     env_seeds, act_seeds = episode_seeds(seed, episodes)
@@ -144,16 +146,28 @@ def play(slots, defender: Defender, red_weights, hidden: int, episodes, seed: in
             else np.full(len(episodes), -1, np.int64))
     out = np.zeros(len(episodes), np.float64)
     red = RedPolicy(np.ascontiguousarray(red_weights, np.float32), hidden, greedy)
-    slots.run_episodes(0, defender.policy, red, env_seeds, act_seeds, rows, buffer, out)
+    parts = slots.n if pool is not None else 1
+    cuts = np.linspace(0, len(episodes), parts + 1).astype(int)
+
+    def part(k: int) -> None:
+        a, b = cuts[k], cuts[k + 1]
+        slots.run_episodes(k, defender.policy, red, env_seeds[a:b], act_seeds[a:b], rows[a:b],
+                           buffer, out[a:b])
+    if pool is None:
+        part(0)
+    else:
+        for f in [pool.submit(part, k) for k in range(parts)]:
+            f.result()
     return out
 
 
-def strongest(slots, defender: Defender, red_weights, hidden: int, episodes, seed: int):
+def strongest(slots, defender: Defender, red_weights, hidden: int, episodes, seed: int,
+              pool=None):
     """Red's score on these episodes: blue's return against its greedy play and against its
     sampling play, whichever is lower (a learned red can be stronger either way). Returns
     (score, "greedy" or "sampling")."""
     scores = {how: _score(play(slots, defender, red_weights, hidden, episodes, seed,
-                               how == "greedy"))
+                               how == "greedy", pool=pool))
               for how in ("greedy", "sampling")}
     how = min(scores, key=lambda k: scores[k]["mean"])
     return scores[how], how
@@ -289,7 +303,10 @@ def _attack(cfg, defender, progress, committed, tb, resume) -> dict:
                  f"{cfg.total_episodes} episodes)")
     log = CsvLog(run.file("training_log.csv"), LOG_COLUMNS, fresh=not resuming)
     evals = CsvLog(run.file("eval_log.csv"), EVAL_COLUMNS, fresh=not resuming)
-    slots = DuelSlots(1, is_leaderboard(cfg.backend))
+    threads = max(1, min(cfg.threads, per_update_max(cfg)))
+    slots = DuelSlots(threads, is_leaderboard(cfg.backend))
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="wfrl-duel") if threads > 1 else None
     per_update = cfg.episodes_per_update
     buffer = red_buffer(per_update)
     episodes, update = saved.get("episodes", 0), saved.get("update", 0)
@@ -301,7 +318,7 @@ def _attack(cfg, defender, progress, committed, tb, resume) -> dict:
     def evaluate(episodes: int, update: int, payload: dict) -> None:
         nonlocal best, eval_rows
         eps = range(SELECT_EPISODE_BASE, SELECT_EPISODE_BASE + cfg.eval_episodes)
-        s, how = strongest(slots, defender, learner.flat_weights(), hidden, eps, cfg.seed)
+        s, how = strongest(slots, defender, learner.flat_weights(), hidden, eps, cfg.seed, pool)
         better = best is None or s["mean"] < best
         if better:
             best = s["mean"]
@@ -321,7 +338,7 @@ def _attack(cfg, defender, progress, committed, tb, resume) -> dict:
         learner.set_progress(episodes / cfg.total_episodes)
         t0 = time.perf_counter()
         blue = play(slots, defender, learner.flat_weights(), hidden,
-                    range(episodes, episodes + n), cfg.seed, False, buffer)
+                    range(episodes, episodes + n), cfg.seed, False, buffer, pool)
         t1 = time.perf_counter()
         ustats = learner.update(red_batch(buffer, cfg.ppo.gamma, cfg.ppo.gae_lambda))
         t2 = time.perf_counter()
@@ -352,7 +369,9 @@ def _attack(cfg, defender, progress, committed, tb, resume) -> dict:
         save_checkpoint(run.file("checkpoint.pt"), {**payload, "resume": {
             "update": update, "episodes": episodes, "best": best, "eval_rows": eval_rows}})
 
-    summary = _summary(cfg, defender, slots, run, started, episodes, at_start, update)
+    summary = _summary(cfg, defender, slots, run, started, episodes, at_start, update, pool)
+    if pool is not None:
+        pool.shutdown()
     write_json(run.file("summary.json"), summary)
     lost = summary["exploitability"]
     progress(f"done: {episodes} episodes; blue {summary['vs_red']['mean']:.2f} against the "
@@ -361,7 +380,12 @@ def _attack(cfg, defender, progress, committed, tb, resume) -> dict:
     return summary
 
 
-def _summary(cfg, defender, slots, run, started, episodes, at_start, update) -> dict:
+def per_update_max(cfg: AttackConfig) -> int:
+    """The most threads a batch can use (one episode each at least)."""
+    return max(1, min(cfg.episodes_per_update, cfg.eval_episodes))
+
+
+def _summary(cfg, defender, slots, run, started, episodes, at_start, update, pool=None) -> dict:
     """The defender on held-out episodes (the EVAL range): against the strongest red evaluated
     (its greedy and its sampling play; the lower is its score), B_line and Meander."""
     from wfrl.runlog import load_checkpoint
@@ -369,8 +393,9 @@ def _summary(cfg, defender, slots, run, started, episodes, at_start, update) -> 
     ck = load_checkpoint(run.file("best.pt"))
     weights, _ = weights_from_checkpoint(ck)
     eps = range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + cfg.eval_episodes)
-    greedy = _score(play(slots, defender, weights, cfg.ppo.hidden, eps, cfg.seed, True))
-    sampling = _score(play(slots, defender, weights, cfg.ppo.hidden, eps, cfg.seed, False))
+    greedy = _score(play(slots, defender, weights, cfg.ppo.hidden, eps, cfg.seed, True, pool=pool))
+    sampling = _score(play(slots, defender, weights, cfg.ppo.hidden, eps, cfg.seed, False,
+                           pool=pool))
     top = min((greedy, sampling), key=lambda s: s["mean"])
     b_line = _score(scripted_returns(defender, cfg.backend, "B_lineAgent", eps, cfg.seed))
     meander = _score(scripted_returns(defender, cfg.backend, "RedMeanderAgent", eps, cfg.seed))

@@ -159,9 +159,10 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
                      leaderboard: bool = False) -> EpisodeRecords:
     """n simulator episodes of `policy`, all stepped together through the batched C call
     (leaderboard: by the leaderboard's CybORG code, the backend sim:leaderboard)."""
-    from wfrl._core import Cage2Sim
+    from wfrl._core import Cage2Sim, learned_red_policy
     check_blue_policy(policy)
     sim = Cage2Sim(n, red_agent, leaderboard)
+    red = learned_red_policy(red_agent)   # a learned red (learned:PATH) chooses in each env
     learned = LearnedBlue(policy, n, leaderboard) if is_learned(policy) else None
     seeds = np.random.SeedSequence([seed, 1]).generate_state(n, dtype=np.uint64)
     rng = np.random.default_rng([seed, 2])
@@ -170,11 +171,17 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     rew = np.zeros(n, np.float32)
     done = np.zeros(n, np.uint8)
     sim.reset_batch(seeds, obs, ra)
+    if red is not None:
+        for i in range(n):
+            sim.seed_red(i, int(seeds[i]))
     rewards = np.zeros((n, EP_LEN), np.float32)
     obs_all = np.zeros((n, EP_LEN, OBS_DIM), np.uint8)
     access = np.zeros((n, EP_LEN, N_HOSTS), np.uint8)
     for t in range(EP_LEN):
         act = learned.act(obs) if learned is not None else blue_actions(policy, obs, t, rng)
+        if red is not None:
+            for i in range(n):
+                sim.act_red(i, red)
         sim.step_batch(act, obs, rew, done, ra)
         rewards[:, t] = rew
         obs_all[:, t] = obs

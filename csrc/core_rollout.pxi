@@ -308,13 +308,14 @@ cdef class Actor:
         return wfrl_compliance_rate(&self.a.comp)
 
 
-def learned_red_policy(str red_agent):
-    """The RedPolicy of a learned red (learned:PATH; wfrl.envs.duel.red_weights), else None."""
+def learned_red_policy(str red_agent, leaderboard=None):
+    """The RedPolicy of a learned red (learned:PATH; wfrl.envs.duel.red_weights: one line for a
+    red trained on the other CybORG code than `leaderboard` says), else None."""
     from wfrl.config.names import LEARNED_PREFIX, is_learned
     if not is_learned(red_agent):
         return None
     from wfrl.envs.duel import red_weights
-    weights, hidden = red_weights(red_agent[len(LEARNED_PREFIX):])
+    weights, hidden = red_weights(red_agent[len(LEARNED_PREFIX):], leaderboard)
     return RedPolicy(weights, hidden)
 
 
@@ -334,7 +335,7 @@ cdef class SimSlots:
         _need(n > 0, "SimSlots needs at least one slot")
         self.n = n
         self.red_kind = red_kind_code(red_agent, leaderboard)
-        self.red = learned_red_policy(red_agent)
+        self.red = learned_red_policy(red_agent, leaderboard)
         self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
         self.slots = <wfrl_slot *>_aligned(self._storage)
         self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)

@@ -10,7 +10,7 @@ from pathlib import Path
 from wfrl.runlog import load_checkpoint, save_checkpoint
 
 KEEP = ("model", "hidden", "net", "workflow", "workflow_id", "episodes", "red_agent", "selection",
-        "version")
+        "version", "side", "defender")
 
 
 def main(argv=None):
@@ -22,8 +22,9 @@ def main(argv=None):
     ap.add_argument("--any-workflow", action="store_true",
                     help="an order-conditioned policy (a search's base): ship it without a "
                          "workflow of its own, so every use names one (--workflow W)")
-    ap.add_argument("--out-dir", default=str(Path(__file__).resolve().parents[1] / "wfrl" / "pretrained"),
-                    help="where NAME.pt is written (default: the package's wfrl/pretrained/)")
+    ap.add_argument("--out-dir", default=None,
+                    help="where NAME.pt is written (default: the package's wfrl/pretrained/, "
+                         "and wfrl/pretrained/reds/ for a red's checkpoint: learned:NAME)")
     a = ap.parse_args(argv)
     ck = load_checkpoint(a.checkpoint)
     cfg = ck.get("config", {})
@@ -35,7 +36,11 @@ def main(argv=None):
     out["config"] = {k: cfg[k] for k in ("alignment_lambda", "count_foothold", "red_agent",
                                          "compliance_threshold", "seed", "backend") if k in cfg}
     out["provenance"] = {"command": a.command, "wall_time": a.wall_time}
-    dst = Path(a.out_dir) / f"{a.name}.pt"
+    red = ck.get("side") == "red"
+    if red:   # a red's: what it was trained against, not a workflow of its own
+        out["config"] = {k: cfg[k] for k in ("backend", "seed") if k in cfg}
+    pretrained = Path(__file__).resolve().parents[1] / "wfrl" / "pretrained"
+    dst = Path(a.out_dir or (pretrained / "reds" if red else pretrained)) / f"{a.name}.pt"
     save_checkpoint(dst, out)
     print(f"wrote {dst} ({dst.stat().st_size // 1024} KB)")
 

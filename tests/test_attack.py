@@ -280,6 +280,12 @@ def test_blue_trains_against_a_learned_red_with_any_collector(short_attack, tmp_
     from wfrl.errors import UserError
     with pytest.raises(UserError, match="the vector env plays the scripted reds"):
         make_vec(2, red_agent=red)
+    # a red learned on the installed code, played by the leaderboard's: one line
+    for backend in ("sim:leaderboard", "cyborg:leaderboard"):
+        res = run_wfrl("eval", "--checkpoint", "pretrained:critical_first_leaderboard",
+                       "--backend", backend, "--red-agent", red, "--episodes", 2)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert "learned to attack on the installed CybORG code" in res.stderr
 
 
 def test_a_batch_split_over_threads_is_the_same_batch(defender):

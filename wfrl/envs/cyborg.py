@@ -123,7 +123,8 @@ class CybORGBackend:
         from wfrl.config.names import LEARNED_PREFIX, is_learned
         if is_learned(red_agent):   # a red's checkpoint, played from CybORG's red observation
             from wfrl.envs.duel import learned_red_class
-            agents = {red_agent: learned_red_class(red_agent[len(LEARNED_PREFIX):])}
+            agents = {red_agent: learned_red_class(red_agent[len(LEARNED_PREFIX):],
+                                                   leaderboard=bool(leaderboard))}
         self.leaderboard = bool(leaderboard)
         self._code = _LeaderboardCode() if leaderboard else contextlib.nullcontext()
         self._rng_state: tuple[Any, ...]   # set by seed()

@@ -464,7 +464,7 @@ class RedKnowledge:
 
 
 # -- learned reds: a red checkpoint (wfrl attack) as a CybORG red agent ---------------------------
-def learned_red_class(checkpoint: str, greedy: bool = False):
+def learned_red_class(checkpoint: str, greedy: bool = False, leaderboard: bool | None = None):
     """A CybORG red agent class that plays a red checkpoint (a red's best.pt of `wfrl attack`)
     from CybORG's red observation: RedKnowledge (wfrl.envs.duel) turns what CybORG shows red into
     the simulator's red observation and mask, the network chooses (sampling from Python's
@@ -472,7 +472,7 @@ def learned_red_class(checkpoint: str, greedy: bool = False):
     the choice into CybORG's action. Copies none of CybORG's code. One-line UserError for a
     file that is not a red's checkpoint."""
     from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
-    weights, hidden = red_weights(checkpoint)
+    weights, hidden = red_weights(checkpoint, leaderboard)
 
     class LearnedRedAgent(BaseAgent):
         def __init__(self):
@@ -510,11 +510,37 @@ def learned_red_class(checkpoint: str, greedy: bool = False):
     return LearnedRedAgent
 
 
-def red_weights(checkpoint: str):
-    """(flat weights, hidden width) of a red's checkpoint (its actor-critic's parameters in
-    order, flattened); one line for anything else."""
+def shipped_reds() -> list[str]:
+    """The learned reds shipped with the package (wfrl/pretrained/reds/NAME.pt: learned:NAME)."""
+    from importlib import resources
+    folder = resources.files("wfrl") / "pretrained" / "reds"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".pt"))
+
+
+def red_checkpoint_path(checkpoint: str) -> str:
+    """A red's checkpoint file: PATH itself, or a shipped red's file for a name of
+    shipped_reds() that is no file here."""
+    import os
+    if os.path.exists(checkpoint) or checkpoint not in shipped_reds():
+        return checkpoint
+    from importlib import resources
+    return str(resources.files("wfrl") / "pretrained" / "reds" / f"{checkpoint}.pt")
+
+
+def red_weights(checkpoint: str, leaderboard: bool | None = None):
+    """(flat weights, hidden width) of a red's checkpoint (a file, or a shipped red's name: see
+    shipped_reds) — its actor-critic's parameters in order, flattened; one line for anything
+    else, and (leaderboard given) for a red trained on the other CybORG code."""
     from wfrl.runlog import load_checkpoint
-    ck = load_checkpoint(checkpoint)
+    ck = load_checkpoint(red_checkpoint_path(checkpoint))
+    theirs = (ck.get("config") or {}).get("backend") if isinstance(ck.get("config"), dict) else None
+    if leaderboard is not None and isinstance(theirs, str) \
+            and is_leaderboard(theirs) != bool(leaderboard):
+        code = {True: "the leaderboard's CybORG code", False: "the installed CybORG code"}
+        raise UserError(f"{checkpoint} learned to attack on {code[is_leaderboard(theirs)]}; this "
+                        f"backend plays {code[bool(leaderboard)]}")
     net = ck.get("net")
     if not isinstance(net, dict) or not net.get("red"):
         raise UserError(f"{checkpoint} is a defender's checkpoint; a red's (wfrl attack's "

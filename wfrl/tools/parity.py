@@ -162,7 +162,7 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     from wfrl._core import Cage2Sim, learned_red_policy
     check_blue_policy(policy)
     sim = Cage2Sim(n, red_agent, leaderboard)
-    red = learned_red_policy(red_agent)   # a learned red (learned:PATH) chooses in each env
+    red = learned_red_policy(red_agent, leaderboard)   # a learned red chooses in each env
     learned = LearnedBlue(policy, n, leaderboard) if is_learned(policy) else None
     seeds = np.random.SeedSequence([seed, 1]).generate_state(n, dtype=np.uint64)
     rng = np.random.default_rng([seed, 2])

@@ -41,6 +41,7 @@ def main(argv=None):
         out["config"] = {k: cfg[k] for k in ("backend", "seed") if k in cfg}
     pretrained = Path(__file__).resolve().parents[1] / "wfrl" / "pretrained"
     dst = Path(a.out_dir or (pretrained / "reds" if red else pretrained)) / f"{a.name}.pt"
+    dst.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint(dst, out)
     print(f"wrote {dst} ({dst.stat().st_size // 1024} KB)")
 

@@ -300,3 +300,25 @@ def test_a_batch_split_over_threads_is_the_same_batch(defender):
     np.testing.assert_array_equal(a, b)
     for k in one.arrays:
         np.testing.assert_array_equal(one.arrays[k], two.arrays[k])
+
+
+def test_the_shipped_reds_are_strong_against_their_defenders():
+    # learned:vs_NAME is the strongest red found against the shipped defender NAME (its record:
+    # docs/duel.md); each names its defender and how it was made, and against it, on episodes
+    # none of them trained on, takes far more than B_line does (about -13; the leaderboard
+    # code's about -11).
+    import wfrl.envs.duel as duel
+    from wfrl._core import DuelSlots
+    from wfrl.runlog import load_checkpoint
+    names = duel.shipped_reds()
+    assert names == ["vs_any_workflow", "vs_critical_first", "vs_critical_first_leaderboard",
+                     "vs_generalising"]
+    for name in names:
+        ck = load_checkpoint(duel.red_checkpoint_path(name))
+        assert ck["side"] == "red" and ck["provenance"]["command"]
+        d = ck["defender"]
+        defender = att.load_defender(d["checkpoint"], d["workflow"])
+        leaderboard = ck["config"]["backend"] == "sim:leaderboard"
+        w, hidden = duel.red_weights(name, leaderboard)
+        blue = att.play(DuelSlots(1, leaderboard), defender, w, hidden, range(60), 777, False)
+        assert blue.mean() < -50, (name, blue.mean())

@@ -219,18 +219,18 @@ def test_a_learned_red_scores_on_cybORG_as_on_the_simulator(short_attack, defend
     # The short attack's red against the shipped specialist: its return on CybORG (30 episodes)
     # within the parity tolerance of the simulator's (300), far below B_line's.
     from wfrl._core import DuelSlots
+    from wfrl.collect.rollout import run_episodes
+    from wfrl.envs import make_backend
     from wfrl.evaluation.checkpoint import weights_from_checkpoint
     from wfrl.runlog import load_checkpoint
     from wfrl.stats import standard_error
     w, net = weights_from_checkpoint(load_checkpoint(short_attack / "best.pt"))
     sim = att.play(DuelSlots(1), defender, w, net.hidden, range(300), 9, False)
-    res = run_wfrl("eval", "--checkpoint", DEFENDER, "--backend", "cyborg", "--red-agent",
-                   f"learned:{short_attack / 'best.pt'}", "--episodes", 30, "--json")
-    assert res.returncode == 0, res.stderr
-    cy = json.loads(res.stdout)            # the defender greedy, as in the duel loop
-    tol = 3 * np.hypot(cy["se"], standard_error(sim)) + 2.0
-    assert abs(cy["mean"] - sim.mean()) < tol, (cy, sim.mean())
-    assert cy["mean"] < -20 and sim.mean() < -20        # (B_line: about -13)
+    be = make_backend("cyborg", f"learned:{short_attack / 'best.pt'}", seed=0)
+    cy = np.array([s.env_return for s in run_episodes(be, defender.policy, range(30), 9)])
+    tol = 3 * np.hypot(standard_error(cy), standard_error(sim)) + 2.0
+    assert abs(cy.mean() - sim.mean()) < tol, (cy.mean(), sim.mean())
+    assert cy.mean() < -20 and sim.mean() < -20        # (B_line: about -13)
 
 
 def test_a_learned_red_plays_the_same_episodes_in_every_loop(short_attack, defender):
@@ -280,12 +280,17 @@ def test_blue_trains_against_a_learned_red_with_any_collector(short_attack, tmp_
     from wfrl.errors import UserError
     with pytest.raises(UserError, match="the vector env plays the scripted reds"):
         make_vec(2, red_agent=red)
-    # a red learned on the installed code, played by the leaderboard's: one line
-    for backend in ("sim:leaderboard", "cyborg:leaderboard"):
-        res = run_wfrl("eval", "--checkpoint", "pretrained:critical_first_leaderboard",
-                       "--backend", backend, "--red-agent", red, "--episodes", 2)
-        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-        assert "learned to attack on the installed CybORG code" in res.stderr
+    # a red learned on the installed code, played by the leaderboard's: one line (the CybORG
+    # agent class and the simulator's compiled loop check it alike)
+    res = run_wfrl("eval", "--checkpoint", "pretrained:critical_first_leaderboard",
+                   "--backend", "sim:leaderboard", "--red-agent", red, "--episodes", 2)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "learned to attack on the installed CybORG code" in res.stderr
+    from wfrl._core import SimSlots
+    from wfrl.envs.duel import red_weights
+    for make in (lambda: SimSlots(1, red, True), lambda: red_weights(red[8:], True)):
+        with pytest.raises(UserError, match="learned to attack on the installed CybORG code"):
+            make()
 
 
 def test_a_batch_split_over_threads_is_the_same_batch(defender):

@@ -229,6 +229,22 @@ class TensorBoardLog:
         self.writer.close()
 
 
+@contextlib.contextmanager
+def tensorboard_log(logdir, committed: dict | None):
+    """The run's TensorBoardLog (None without a log directory), closed at the end; for a resumed
+    run (`committed`: its last commit) the points past that commit's global step are purged."""
+    if not logdir:
+        yield None
+        return
+    from wfrl.envs.base import EP_LEN
+    purge = committed["resume"]["episodes"] * EP_LEN + 1 if committed else None
+    tb = TensorBoardLog(logdir, purge)
+    try:
+        yield tb
+    finally:
+        tb.close()
+
+
 def write_csv_atomic(path, columns: list[str], rows: list[dict]) -> None:
     """A whole CSV at once: readers see the old file or the new one, never a part."""
     buf = io.StringIO()

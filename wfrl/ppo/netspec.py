@@ -57,7 +57,12 @@ class NetSpec:
         return n_params(self.hidden, self.in_dim)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The record a checkpoint keeps (`red` only for a red's network, so a defender's
+        record is what it was before red networks existed)."""
+        d = asdict(self)
+        if not self.red:
+            del d["red"]
+        return d
 
     def describe(self) -> str:
         """e.g. "hidden 64, memory on, mask on" (", truth input on", ", belief 32 particles

@@ -31,7 +31,7 @@ from wfrl.envs.base import EP_LEN, is_leaderboard
 from wfrl.errors import UserError
 from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE, episode_seeds
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, save_checkpoint,
-                         truncate_csv, write_json)
+                         tensorboard_log, truncate_csv, write_json)
 from wfrl.stats import standard_error
 
 LOG_COLUMNS = ["Update", "Episodes", "Blue_Return", "Blue_Return_SE", "Red_Return",
@@ -244,13 +244,8 @@ def attack(cfg: AttackConfig, progress=None, resume: bool = False) -> dict:
         TensorBoardLog.check()
     with locked_dir(cfg.out, "attack run"):
         committed = _committed(cfg.out) if resume else None
-        purge = committed["resume"]["episodes"] * EP_LEN + 1 if committed else None
-        tb = TensorBoardLog(cfg.tensorboard, purge) if cfg.tensorboard else None
-        try:
+        with tensorboard_log(cfg.tensorboard, committed) as tb:
             return _attack(cfg, defender, progress, committed, tb, resume)
-        finally:
-            if tb is not None:
-                tb.close()
 
 
 def stored_config(run_dir) -> AttackConfig:

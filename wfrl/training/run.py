@@ -21,8 +21,8 @@ from wfrl.errors import UserError
 from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version,
                                  load_teacher, log_row, policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, read_csv,
-                         save_checkpoint, truncate_csv, write_json)
+from wfrl.runlog import (CsvLog, RunDir, eta, locked_dir, read_csv, save_checkpoint,
+                         tensorboard_log, truncate_csv, write_json)
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -96,13 +96,8 @@ def train(cfg: TrainConfig, progress=None, resume: bool = False) -> dict:
         committed = committed_update(cfg.out) if resume else None
         if resume and committed is None:
             start = initial_weights(cfg)
-        purge = committed["resume"]["episodes"] * EP_LEN + 1 if committed else None
-        tb = TensorBoardLog(cfg.tensorboard, purge) if cfg.tensorboard else None
-        try:
+        with tensorboard_log(cfg.tensorboard, committed) as tb:
             return _train(cfg, progress, start, tb, committed, resume)
-        finally:
-            if tb is not None:
-                tb.close()
 
 
 def _resume_state(steps, update: int, episodes: int, keeper) -> dict:

@@ -266,15 +266,12 @@ def stored_config(run_dir) -> AttackConfig:
 
 
 def _committed(out) -> dict | None:
-    from wfrl.runlog import load_checkpoint
-    run = Path(out)
-    if (run / "summary.json").exists():
-        raise UserError(f"cannot resume: the run in {out} is finished (summary.json)")
-    if not (run / "checkpoint.pt").exists():
-        return None
-    ck = load_checkpoint(run / "checkpoint.pt")
-    if ck.get("side") != SIDE or not isinstance(ck.get("resume"), dict):
-        raise UserError(f"cannot resume: {run / 'checkpoint.pt'} is not an attack run's")
+    """The last commit of the attack run in `out` (wfrl.training.run.committed_update), or
+    None before its first; one line for another kind of run."""
+    from wfrl.training.run import committed_update
+    ck = committed_update(out)
+    if ck is not None and ck.get("side") != SIDE:
+        raise UserError(f"cannot resume: {Path(out) / 'checkpoint.pt'} is not an attack run's")
     return ck
 
 

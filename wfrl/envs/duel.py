@@ -364,6 +364,11 @@ class RedKnowledge:
                 continue
             name = (value.get("System info") or {}).get("Hostname") or (key if key in HOSTS
                                                                           else None)
+            # a root or SYSTEM shell shown on a named host (red's foothold at the start, an
+            # escalation): root seen there
+            if name is not None and any(str(x.get("Username")) in ("root", "SYSTEM")
+                                        for x in value.get("Sessions") or ()):
+                self.seen[HOSTS.index(name)] = 2
             for iface in value.get("Interface") or ():
                 ip = iface.get("IP Address")
                 if ip is None:
@@ -484,7 +489,8 @@ def learned_red_class(checkpoint: str, greedy: bool = False, leaderboard: bool |
             import random
             k = self.knowledge
             k.observe(observation, action_space)
-            logits = self.policy.logits(k.vector())
+            self.acted_on = k.vector()       # (what red chose on: tests, red_obs_parity.py)
+            logits = self.policy.logits(self.acted_on)
             z = np.where(k.mask(), logits.astype(np.float64), -np.inf)
             if greedy:
                 a = int(np.argmax(z))

@@ -1,12 +1,12 @@
 # Red as a learner (csrc/wfrl_duel.h): a red policy's episodes against a frozen blue policy on
 # the compiled simulator with an external red, red's steps written into a trajectory buffer (the
-# red policy, RedPolicy, is in core_rollout.pxi: a learned red plays in blue's loop too).
+# red policy, RedPolicy, is in core_sim.pxi: a learned red plays in blue's loop too).
 
 cdef class DuelSlots:
-    """n duels in progress (env, blue's actor, red's stream, scratch) for the compiled duel loop;
-    each plays whole episodes without the GIL, so n threads may play one slot each at once.
-    Storage is numpy byte arrays owned here."""
-    cdef wfrl_duel *duels
+    """n duels in progress (the rollout loop's slots: env, blue's actor, red's stream; and a
+    scratch each) for the compiled duel loop; each plays whole episodes without the GIL, so n
+    threads may play one slot each at once. Storage is numpy byte arrays owned here."""
+    cdef wfrl_slot *duels
     cdef wfrl_scratch *s
     cdef readonly Py_ssize_t n
     cdef readonly int red_kind
@@ -17,12 +17,12 @@ cdef class DuelSlots:
         self.n = n
         # the scripted kind the env is reset with: never run (red is external)
         self.red_kind = red_kind_code("SleepAgent", leaderboard)
-        self._storage = np.zeros(n * sizeof(wfrl_duel) + 64, np.uint8)
-        self.duels = <wfrl_duel *>_aligned(self._storage)
+        self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
+        self.duels = <wfrl_slot *>_aligned(self._storage)
         self._scratch = np.zeros(n * sizeof(wfrl_scratch) + 64, np.uint8)
         self.s = <wfrl_scratch *>_aligned(self._scratch)
         for i in range(n):
-            self.duels[i].blue.filter = NULL
+            self.duels[i].actor.filter = NULL
 
     def run_episodes(self, Py_ssize_t slot, Policy blue, RedPolicy red,
                      const uint64_t[::1] env_seeds, const uint64_t[::1] act_seeds,
@@ -46,7 +46,7 @@ cdef class DuelSlots:
             b = &buffer.b
             for k in range(n):
                 _need(rows[k] < b.n_rows, f"row {rows[k]} outside the buffer")
-        cdef wfrl_duel *d = &self.duels[slot]
+        cdef wfrl_slot *d = &self.duels[slot]
         cdef int64_t r10
         with nogil:
             for k in range(n):

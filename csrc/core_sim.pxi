@@ -1,7 +1,7 @@
 # The compiled CAGE2 simulator (csrc/wfrl_cage2.h): n envs stepped from Python, the red kinds its
 # reset takes, and an env's raw state (its bytes, blue table, red's access and own RNG).
 
-# The C side of the red table (wfrl.envs.reds: RED_SPECS, POOL_SPECS), for the test that holds
+# The C side of the red table (wfrl.config.names: RED_SPECS, POOL_SPECS), for the test that holds
 # them equal: the enums of csrc/wfrl_cage2.h and the pools' member codes.
 C_RED_ENUM = {"RED_BLINE": RED_BLINE, "RED_MEANDER": RED_MEANDER, "RED_SLEEP": RED_SLEEP,
               "RED_MIXED": RED_MIXED, "RED_POOL_FAMILY": RED_POOL_FAMILY,
@@ -20,10 +20,10 @@ RED_EXTERNAL = WFRL_RED_EXTERNAL
 
 
 def red_kind_code(red_agent, bint leaderboard=False):
-    """The red kind the C reset takes: the red's or pool's code (wfrl.envs.reds.red_code), with
+    """The red kind the C reset takes: the red's or pool's code (wfrl.config.names.red_code), with
     WFRL_RED_LEADERBOARD set to play by the CybORG code the CAGE2 leaderboard was scored on
     (wfrl.envs.base.BACKENDS). ValueError for an unknown name."""
-    from wfrl.envs.reds import red_code
+    from wfrl.config.names import red_code
     return red_code(red_agent) | (WFRL_RED_LEADERBOARD if leaderboard else 0)
 
 
@@ -223,10 +223,8 @@ cdef class Cage2Sim:
         _need(self._red_rngs is not None, "act_red: seed_red first")
         cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
         cdef float logp, value
-        cdef int a = wfrl_red_act(&red.p, e, &rngs[i], <wfrl_scratch *>_aligned(self._red_scratch),
-                                  &logp, &value)
-        wfrl_cage2_set_red_action(e, a)
-        return a
+        return wfrl_red_play(&red.p, e, &rngs[i], <wfrl_scratch *>_aligned(self._red_scratch),
+                             &logp, &value)
 
     def red_mask(self, Py_ssize_t i):
         """The red actions allowed in env i now: bool[RED_N_ACTIONS]."""

@@ -171,8 +171,8 @@ cdef extern from "wfrl_rollout.h" nogil:
         int hidden
         int greedy
     uint64_t wfrl_red_seed(uint64_t env_seed)
-    int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
-                     wfrl_scratch *s, float *logp, float *value)
+    int wfrl_red_play(const wfrl_red_policy *p, wfrl_cage2 *e, wfrl_rng *rng,
+                      wfrl_scratch *s, float *logp, float *value)
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
         wfrl_actor actor
@@ -301,9 +301,6 @@ cdef extern from "wfrl_plan.h" nogil:
     void wfrl_plan_set_rollout_policy(wfrl_planner *pl, const wfrl_policy *p)
 
 cdef extern from "wfrl_duel.h" nogil:
-    ctypedef struct wfrl_duel:
-        wfrl_cage2 env
-        wfrl_actor blue
-    int64_t wfrl_duel_episode(wfrl_duel *d, int red_kind, uint64_t env_seed, uint64_t act_seed,
+    int64_t wfrl_duel_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed, uint64_t act_seed,
                               const wfrl_policy *blue, const wfrl_red_policy *red,
                               const wfrl_traj *buf, int64_t row, wfrl_scratch *s, int horizon)

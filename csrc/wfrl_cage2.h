@@ -804,11 +804,14 @@ static inline void wfrl_cage2_red_mask(const wfrl_cage2 *e, uint8_t *mask)
     }
 }
 
+/* Whether the mask allows action a (one bit of what red knows, not the whole mask). */
 static inline int wfrl_cage2_red_allowed(const wfrl_cage2 *e, int a)
 {
-    uint8_t mask[WFRL_RED_N_ACTIONS];
-    wfrl_cage2_red_mask(e, mask);
-    return a >= 0 && a < WFRL_RED_N_ACTIONS && mask[a];
+    if (a < 0 || a >= WFRL_RED_N_ACTIONS) return 0;
+    if (a < WFRL_RED_ACT_DRS) return 1;
+    if (a < WFRL_RED_ACT_DNS) return e->known_subnets >> (a - WFRL_RED_ACT_DRS) & 1;
+    const int k = (a - WFRL_RED_ACT_DNS) / NH, h = (a - WFRL_RED_ACT_DNS) % NH;
+    return (k < 2 ? e->known_ip : e->known_host) >> h & 1;   /* scan, exploit: IP; else hostname */
 }
 
 /* What red knows (obs[WFRL_RED_OBS_DIM]; layout at WFRL_RED_OBS_DIM). */

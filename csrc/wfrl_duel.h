@@ -19,41 +19,29 @@
 
 #include "wfrl_rollout.h"
 
-/* A duel in progress: the env, blue's actor, red's stream, what blue sees now. */
-typedef struct {
-    wfrl_cage2 env;
-    wfrl_actor blue;
-    wfrl_rng red_rng;
-    float obs[WFRL_OBS_DIM];
-    uint8_t access[WFRL_N_HOSTS];
-} wfrl_duel;
-
-/* One episode of `horizon` steps; red's steps go into buffer row `row` (buf may be NULL; its
- * obs width must be WFRL_RED_OBS_DIM). red_kind: the scripted kind whose code the env is reset
- * with (any: an external red never runs it), the leaderboard bit included. Returns blue's
- * return in tenths. */
-static inline int64_t wfrl_duel_episode(wfrl_duel *d, int red_kind, uint64_t env_seed,
+/* One episode of `horizon` steps in slot sl (csrc/wfrl_rollout.h: its env, blue's actor, red's
+ * stream, what blue sees; red: this episode's red network); red's steps go into buffer row `row`
+ * (buf may be NULL; its obs width must be WFRL_RED_OBS_DIM). red_kind: the scripted kind whose
+ * code the env is reset with (any: an external red never runs it), the leaderboard bit included.
+ * Returns blue's return in tenths. */
+static inline int64_t wfrl_duel_episode(wfrl_slot *sl, int red_kind, uint64_t env_seed,
                                         uint64_t act_seed, const wfrl_policy *blue,
                                         const wfrl_red_policy *red, const wfrl_traj *buf,
                                         int64_t row, wfrl_scratch *s, int horizon)
 {
-    wfrl_cage2_reset(&d->env, env_seed, red_kind | WFRL_RED_EXTERNAL);
-    wfrl_cage2_obs(&d->env, d->obs);
-    wfrl_cage2_red_access(&d->env, d->access);
-    wfrl_actor_begin(&d->blue, act_seed);
-    wfrl_rng_seed(&d->red_rng, wfrl_red_seed(env_seed));
-    if (buf && row >= 0) buf->lengths[row] = 0;
+    wfrl_slot_begin(sl, env_seed, act_seed, red_kind | WFRL_RED_EXTERNAL, row, buf);
+    sl->red = red;
     int64_t ret10 = 0;
     float red_obs[WFRL_RED_OBS_DIM];
     uint8_t before[WFRL_N_HOSTS];
     for (int t = 0; t < horizon; ++t) {
         float logp, value, bonus, red_logp, red_value;
-        const int b = wfrl_actor_act(&d->blue, blue, s, d->obs, d->access, &logp, &value, &bonus);
-        const int r = wfrl_red_act(red, &d->env, &d->red_rng, s, &red_logp, &red_value);
+        const int b = wfrl_actor_act(&sl->actor, blue, s, sl->obs, sl->access, &logp, &value,
+                                     &bonus);
+        const int r = wfrl_red_play(red, &sl->env, &sl->red_rng, s, &red_logp, &red_value);
         memcpy(red_obs, s->x, sizeof(red_obs));
-        memcpy(before, d->access, sizeof(before));
-        wfrl_cage2_set_red_action(&d->env, r);
-        const int r10 = wfrl_cage2_step(&d->env, b, d->obs, d->access);
+        memcpy(before, sl->access, sizeof(before));
+        const int r10 = wfrl_cage2_step(&sl->env, b, sl->obs, sl->access);
         ret10 += r10;
         if (buf && row >= 0)
             wfrl_traj_push(buf, row, red_obs, r, red_logp, red_value, -(float)r10 / 10.0f,

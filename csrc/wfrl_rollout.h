@@ -105,6 +105,15 @@ static inline int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wf
     return wfrl_sample_first(s->logits, WFRL_RED_N_ACTIONS, p->greedy, rng, logp, s->exps);
 }
 
+/* wfrl_red_act, and the action given to the env for its next step. */
+static inline int wfrl_red_play(const wfrl_red_policy *p, wfrl_cage2 *e, wfrl_rng *rng,
+                                wfrl_scratch *s, float *logp, float *value)
+{
+    const int a = wfrl_red_act(p, e, rng, s, logp, value);
+    wfrl_cage2_set_red_action(e, a);
+    return a;
+}
+
 static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
 {
     wfrl_rng_seed(&a->rng, act_seed);
@@ -220,8 +229,7 @@ static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_polic
                                           &bonus);
         if (sl->red) {   /* a learned red chooses from what it saw, as blue did */
             float red_logp, red_value;
-            wfrl_cage2_set_red_action(&sl->env, wfrl_red_act(sl->red, &sl->env, &sl->red_rng, s,
-                                                             &red_logp, &red_value));
+            wfrl_red_play(sl->red, &sl->env, &sl->red_rng, s, &red_logp, &red_value);
         }
         const int r10 = wfrl_cage2_step(&sl->env, action, next_obs, next_access);
         const int done = sl->env.t >= sl->horizon;

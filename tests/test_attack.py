@@ -79,7 +79,8 @@ def test_red_masks_read_from_the_observation_equal_the_simulators():
             masks.append(sim.red_mask(0))
             sim.set_red_action(0, int(rng.choice(np.flatnonzero(masks[-1]))))
             sim.step(0, int(rng.integers(145)) if rng.random() < 0.3 else 0)
-    got = att.red_masks(np.stack(obs))
+    from wfrl.envs.duel import red_masks
+    got = red_masks(np.stack(obs))
     np.testing.assert_array_equal(got[:, :RED_N_ACTIONS], np.stack(masks))
     assert not got[:, RED_N_ACTIONS:].any()
     assert len({m.tobytes() for m in masks}) > 20        # the mask moved with what red learned

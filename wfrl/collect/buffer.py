@@ -31,7 +31,10 @@ BELIEF_FIELD = (np.float32, (BELIEF_DIM,))
 
 def traj_fields(net=None) -> dict:
     """The trajectory fields a buffer for network `net` (a NetSpec, or None) holds: TRAJ_FIELDS,
-    and "belief" for a network with the belief input."""
+    "belief" for a network with the belief input, and a red's observation as "obs" for an
+    attacker's network (NetSpec.red)."""
+    if net is not None and bool(getattr(net, "red", False)):
+        return {**TRAJ_FIELDS, "obs": (np.float32, (net.in_dim,))}
     if net is not None and bool(getattr(net, "belief", 0)):
         return {**TRAJ_FIELDS, "belief": BELIEF_FIELD}
     return TRAJ_FIELDS
@@ -92,8 +95,8 @@ class ReferenceTrajectoryBuffer:
         return n
 
 
-def allocate_flat(n: int) -> dict:
-    return {"obs": np.empty((n, OBS_DIM), np.float32), "actions": np.empty(n, np.int32),
+def allocate_flat(n: int, obs_dim: int = OBS_DIM) -> dict:
+    return {"obs": np.empty((n, obs_dim), np.float32), "actions": np.empty(n, np.int32),
             "logprobs": np.empty(n, np.float32), "values": np.empty(n, np.float32),
             "advantages": np.empty(n, np.float32), "returns": np.empty(n, np.float32),
             "rows": np.empty(n, np.int32)}

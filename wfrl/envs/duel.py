@@ -26,7 +26,6 @@ reds keep their compiled code, and a scripted red driven through this interface
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any
 
 import gymnasium as gym
@@ -36,6 +35,7 @@ from gymnasium import spaces
 from wfrl.envs.actions import HOSTS, N_ACTIONS
 from wfrl.config.names import DUEL_BACKENDS
 from wfrl.envs.base import EP_LEN, OBS_DIM, RED_SUBNETS, backend_engine, is_leaderboard
+from wfrl.envs.gym_env import action_index
 from wfrl.errors import UserError
 
 BLUE, RED = "blue", "red"
@@ -52,6 +52,25 @@ RED_ACTION_NAMES = (("Sleep",)
                             for h in HOSTS))
 
 
+def red_masks(obs) -> np.ndarray:
+    """Red's allowed actions (bool [N, 145]: red's RED_N_ACTIONS first, the rest never, as red's
+    network sees its head) from red's observations [N, RED_OBS_DIM]: the rule of csrc/
+    wfrl_cage2.h wfrl_cage2_red_mask, read from what the observation says red knows (a subnet,
+    a host's IP, its hostname)."""
+    obs = np.asarray(obs)
+    k, h = len(RED_HOST_FEATURES), len(HOSTS)
+    ip = obs[:, 0:k * h:k] != 0
+    host = obs[:, 1:k * h:k] != 0
+    out = np.zeros((len(obs), N_ACTIONS), bool)
+    out[:, 0] = True
+    out[:, 1:4] = obs[:, k * h:k * h + 3] != 0
+    out[:, 4:4 + h] = ip
+    out[:, 4 + h:4 + 2 * h] = ip
+    out[:, 4 + 2 * h:4 + 3 * h] = host
+    out[:, 4 + 3 * h:4 + 4 * h] = host
+    return out
+
+
 def check_duel_backend(backend: str) -> str:
     """A backend the two-player env plays on (the simulator, either code), else one line."""
     if backend not in DUEL_BACKENDS:
@@ -62,19 +81,7 @@ def check_duel_backend(backend: str) -> str:
 
 def red_action_index(action) -> int:
     """A red action as an int in 0..RED_N_ACTIONS-1; anything else is a ValueError in one line."""
-    try:
-        a = operator.index(action)
-    except TypeError:
-        raise ValueError(f"a red action is one integer in [0, {RED_N_ACTIONS}), got "
-                         f"{action!r}") from None
-    if not 0 <= a < RED_N_ACTIONS:
-        raise ValueError(f"red action {a} outside [0, {RED_N_ACTIONS})")
-    return a
-
-
-def _blue_index(action) -> int:
-    from wfrl.envs.gym_env import action_index
-    return action_index(action)
+    return action_index(action, RED_N_ACTIONS, "red action")
 
 
 class DuelCore:
@@ -85,34 +92,28 @@ class DuelCore:
 
     def __init__(self, backend: str = "sim", seed: int | None = None,
                  script: str = "SleepAgent", max_steps: int = EP_LEN):
-        from wfrl._core import RED_N_ACTIONS as C_N, RED_OBS_DIM as C_DIM, Cage2Sim
+        from wfrl._core import RED_N_ACTIONS as C_N, RED_OBS_DIM as C_DIM
         from wfrl.envs.gym_env import check_max_steps
         from wfrl.envs.reds import red_spec
-        from wfrl.envs.sim import next_episode_seed
+        from wfrl.envs.sim import SimBackend
         assert (C_N, C_DIM) == (RED_N_ACTIONS, RED_OBS_DIM)   # the C layout (tests hold it)
         check_duel_backend(backend)
         self.backend = backend
         self.leaderboard = is_leaderboard(backend)
-        self.script = red_spec(script).name
         self.max_steps = check_max_steps(max_steps)
-        self.sim = Cage2Sim(1, self.script, self.leaderboard, external=True)
-        self._next = next_episode_seed
+        # the simulator backend's env and episode seed chain, its red external
+        self.env = SimBackend(red_spec(script).name, seed, self.leaderboard, external=True)
+        self.sim = self.env.sim
         self.t = 0
-        self.episode_seed = 0
-        self.seed(seed)
 
     def seed(self, seed: int | None) -> None:
-        import os
-        self._next_seed = (int.from_bytes(os.urandom(8), "little") if seed is None
-                           else int(seed) % 2**64)
+        self.env.seed(seed)
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """A new episode (from `seed`, else the next of the chain); returns blue's observation."""
         if seed is not None:
-            self.seed(seed)
-        self.episode_seed = self._next_seed
-        self._next_seed = self._next(self.episode_seed)
-        obs, _ = self.sim.reset(0, self.episode_seed)
+            self.env.seed(seed)
+        obs, _ = self.env.reset()
         self.t = 0
         return obs
 
@@ -131,7 +132,7 @@ class DuelCore:
         Returns (blue's observation, blue's reward, red's access per host, truncated)."""
         if self.t >= self.max_steps:
             raise RuntimeError("step() after the episode was truncated; call reset()")
-        b = _blue_index(blue_action)
+        b = action_index(blue_action)
         if red_action is not None:
             self.sim.set_red_action(0, red_action_index(red_action))
         obs, reward, access = self.sim.step(0, b)
@@ -426,17 +427,8 @@ class RedKnowledge:
         return out
 
     def mask(self) -> np.ndarray:
-        """Red's allowed actions now (bool [RED_N_ACTIONS])."""
-        m = np.zeros(RED_N_ACTIONS, bool)
-        m[0] = True
-        n = len(HOSTS)
-        for s in self.known_subnets:
-            m[1 + s] = True
-        for h in self.known_ip:
-            m[4 + h] = m[4 + n + h] = True
-        for h in self.known_host:
-            m[4 + 2 * n + h] = m[4 + 3 * n + h] = True
-        return m
+        """Red's allowed actions now (bool [RED_N_ACTIONS]), read from vector() by red_masks."""
+        return red_masks(self.vector()[None])[0, :RED_N_ACTIONS]
 
     def action(self, a: int, session: int = 0):
         """CybORG's action for red action a (allowed by mask()); remembered as red's last."""
@@ -491,14 +483,15 @@ def learned_red_class(checkpoint: str, greedy: bool = False, leaderboard: bool |
             k.observe(observation, action_space)
             self.acted_on = k.vector()       # (what red chose on: tests, red_obs_parity.py)
             logits = self.policy.logits(self.acted_on)
-            z = np.where(k.mask(), logits.astype(np.float64), -np.inf)
+            mask = red_masks(self.acted_on[None])[0, :RED_N_ACTIONS]
+            z = np.where(mask, logits.astype(np.float64), -np.inf)
             if greedy:
                 a = int(np.argmax(z))
             else:
                 p = np.exp(z - z.max())
                 a = int(np.searchsorted(np.cumsum(p), random.random() * p.sum(), side="right"))
                 a = min(a, RED_N_ACTIONS - 1)
-                while not k.mask()[a]:      # (rounding at the top end: the last allowed one)
+                while not mask[a]:          # (rounding at the top end: the last allowed one)
                     a -= 1
             session = next(iter(action_space.get("session", {0: True})), 0)
             return k.action(a, session)

@@ -14,14 +14,16 @@ from wfrl.envs.sim import SimBackend
 _NOT_STARTED = EP_LEN + 1
 
 
-def action_index(action) -> int:
-    """A Discrete(145) action as an int; anything else is a ValueError in one line."""
+def action_index(action, n: int = N_ACTIONS, what: str = "action") -> int:
+    """A Discrete(n) action (blue's 145 by default; `what` names it) as an int; anything else is
+    a ValueError in one line."""
     try:
         a = operator.index(action)
     except TypeError:
-        raise ValueError(f"an action is one integer in [0, {N_ACTIONS}), got {action!r}") from None
-    if not 0 <= a < N_ACTIONS:
-        raise ValueError(f"action {a} outside [0, {N_ACTIONS})")
+        article = "an" if what[0] in "aeiou" else "a"
+        raise ValueError(f"{article} {what} is one integer in [0, {n}), got {action!r}") from None
+    if not 0 <= a < n:
+        raise ValueError(f"{what} {a} outside [0, {n})")
     return a
 
 

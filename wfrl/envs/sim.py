@@ -22,11 +22,13 @@ class SimBackend:
     """One compiled CAGE2 env (the batched form is wfrl._core.Cage2Sim itself)."""
 
     def __init__(self, red_agent: str = "B_lineAgent", seed: int | None = None,
-                 leaderboard: bool = False):
+                 leaderboard: bool = False, external: bool = False):
         from wfrl._core import Cage2Sim, SimSlots
         self.red_agent = check_red_agent(red_agent)
         self.leaderboard = bool(leaderboard)   # the leaderboard's CybORG code (envs.base.BACKENDS)
-        self.sim = Cage2Sim(1, red_agent, leaderboard)    # stepped from Python (gymnasium, parity)
+        # stepped from Python (gymnasium, parity); external: red is given its actions from
+        # outside (wfrl.envs.duel)
+        self.sim = Cage2Sim(1, red_agent, leaderboard, external)
         self.slots = SimSlots(1, red_agent, leaderboard)  # whole episodes in the compiled loop
         self.red = self.slots.red    # a learned red's network (learned:PATH), else None
         self._next_seed: int   # set by seed()

@@ -109,6 +109,15 @@ def _median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
+def _e2e_rates(walls: dict, episodes: int) -> dict:
+    """Each variant's end-to-end rate (median of its runs) and its runs' wall times."""
+    out = {}
+    for k, w in walls.items():
+        out[f"e2e_{k}_episodes_per_s"] = episodes / _median(w)
+        out[f"e2e_{k}_runs_s"] = [round(x, 3) for x in w]
+    return out
+
+
 def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -> dict:
     """Wall times of `wfrl train` runs (no periodic evaluation, each in a fresh directory), the
     variants alternated run by run `repeats` times: {variant: [seconds, ...]}. variants: name ->
@@ -324,9 +333,7 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
                               red_agent=red_agent, total_episodes=e2e_episodes,
                               episodes_per_update=episodes_per_update, seed=seed),
                          repeats, say)
-    for k in ppos:
-        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
-        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    out.update(_e2e_rates(walls, e2e_episodes))
     out["belief_vs_plain"] = out["e2e_belief_episodes_per_s"] / out["e2e_plain_episodes_per_s"]
     say(f"end to end: {out['e2e_plain_episodes_per_s']:.0f} episodes/s without the belief, "
         f"{out['e2e_belief_episodes_per_s']:.0f} with it: {out['belief_vs_plain']:.2f}x")
@@ -368,9 +375,7 @@ def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
     out = {"collector": collector, "n_workers": n_workers, "teacher": teacher,
            "episodes_per_update": episodes_per_update, "red_agent": red_agent,
            "e2e_episodes": e2e_episodes}
-    for k in routes:
-        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
-        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    out.update(_e2e_rates(walls, e2e_episodes))
     for k in routes:
         if k != "recipe":
             out[f"{k}_vs_recipe"] = out[f"e2e_{k}_episodes_per_s"] / \
@@ -421,9 +426,7 @@ def bench_attack_train(defender: str = "pretrained:critical_first",
             f"{e2e_episodes / walls['red'][-1]:.0f} episodes/s")
     out = {"defender": defender, "collector": collector, "n_workers": n_workers,
            "episodes_per_update": episodes_per_update, "e2e_episodes": e2e_episodes}
-    for k in walls:
-        out[f"e2e_{k}_episodes_per_s"] = e2e_episodes / _median(walls[k])
-        out[f"e2e_{k}_runs_s"] = [round(w, 3) for w in walls[k]]
+    out.update(_e2e_rates(walls, e2e_episodes))
     out["red_vs_recipe"] = out["e2e_red_episodes_per_s"] / out["e2e_recipe_episodes_per_s"]
     say(f"end to end: red {out['e2e_red_episodes_per_s']:.0f} episodes/s, the blue recipe "
         f"{out['e2e_recipe_episodes_per_s']:.0f}: {out['red_vs_recipe']:.2f}x")

@@ -47,59 +47,23 @@ def red_net(hidden: int):
     return NetSpec(hidden=int(hidden), red=True)
 
 
-def red_masks(obs: np.ndarray) -> np.ndarray:
-    """Red's allowed actions (bool [N, 145]: red's RED_N_ACTIONS first, the rest never) from red's
-    observations [N, RED_OBS_DIM]: the same rule as csrc/wfrl_cage2.h wfrl_cage2_red_mask, read
-    from what the observation says red knows (a subnet, a host's IP, its hostname)."""
-    from wfrl.envs.actions import N_ACTIONS, N_HOSTS
-    from wfrl.envs.duel import RED_HOST_FEATURES
-    obs = np.asarray(obs)
-    k = len(RED_HOST_FEATURES)
-    ip = obs[:, 0:k * N_HOSTS:k] != 0
-    host = obs[:, 1:k * N_HOSTS:k] != 0
-    subnets = obs[:, k * N_HOSTS:k * N_HOSTS + 3] != 0
-    out = np.zeros((len(obs), N_ACTIONS), bool)
-    out[:, 0] = True
-    out[:, 1:4] = subnets
-    h = N_HOSTS
-    out[:, 4:4 + h] = ip
-    out[:, 4 + h:4 + 2 * h] = ip
-    out[:, 4 + 2 * h:4 + 3 * h] = host
-    out[:, 4 + 3 * h:4 + 4 * h] = host
-    return out
-
-
 def red_buffer(n_rows: int):
     """A trajectory buffer whose rows hold a red's episodes (obs: red's observation)."""
-    from wfrl._core import TrajectoryBuffer
-    from wfrl.envs.actions import N_HOSTS
-    from wfrl.envs.duel import RED_OBS_DIM
-    T = EP_LEN
-    arrays = {"obs": np.zeros((n_rows, T, RED_OBS_DIM), np.float32),
-              "actions": np.zeros((n_rows, T), np.int32),
-              "logprobs": np.zeros((n_rows, T), np.float32),
-              "values": np.zeros((n_rows, T), np.float32),
-              "rewards": np.zeros((n_rows, T), np.float32),
-              "dones": np.zeros((n_rows, T), np.uint8),
-              "red_access": np.zeros((n_rows, T, N_HOSTS), np.uint8),
-              "lengths": np.zeros(n_rows, np.int32)}
-    return TrajectoryBuffer(arrays)
+    from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
+    return compiled_buffer(allocate_trajectory(n_rows, EP_LEN, red_net(1)))
 
 
 def red_batch(buffer, gamma: float, lam: float):
     """GAE (compiled) over a red buffer's rows, flattened into a learner Batch with red's
     masks."""
-    from wfrl.envs.duel import RED_OBS_DIM
+    from wfrl.collect.buffer import allocate_flat
+    from wfrl.envs.duel import RED_OBS_DIM, red_masks
     from wfrl.ppo.batch import Batch
     from wfrl.ppo.gae import gae
     a = buffer.arrays
     adv, ret = gae(a["rewards"], a["values"], a["dones"], a["lengths"],
                    np.zeros(len(a["lengths"]), np.float32), gamma, lam)
-    n = int(buffer.count())
-    flat = {"obs": np.empty((n, RED_OBS_DIM), np.float32), "actions": np.empty(n, np.int32),
-            "logprobs": np.empty(n, np.float32), "values": np.empty(n, np.float32),
-            "advantages": np.empty(n, np.float32), "returns": np.empty(n, np.float32),
-            "rows": np.empty(n, np.int32)}
+    flat = allocate_flat(int(buffer.count()), RED_OBS_DIM)
     buffer.flatten(adv, ret, flat)
     return Batch(flat["obs"], flat["actions"], flat["logprobs"], flat["values"],
                  flat["advantages"], flat["returns"], masks=red_masks(flat["obs"]))
@@ -179,13 +143,12 @@ def duel_episode_reference(defender: Defender, red_weights, hidden: int, env_see
     Cage2Sim stepped from Python, blue's compiled per-step actor, red's numpy forward and Python
     sampling from its own stream. Returns (blue's return, red's steps: [(obs, action, logp,
     value, reward)])."""
-    from wfrl._core import Actor, Cage2Sim
+    from wfrl._core import RED_STREAM, Actor, Cage2Sim
     from wfrl.collect.rollout import sample_reference
     from wfrl.envs.duel import RED_N_ACTIONS, RED_OBS_DIM
     from wfrl.features import MASKED_LOGIT, stream_seed
     from wfrl.ppo.netspec import NumpyPolicy
     from wfrl.rng import Xoshiro256
-    from wfrl._core import RED_STREAM
     sim = Cage2Sim(1, "SleepAgent", leaderboard, external=True)
     obs, access = sim.reset(0, int(env_seed))
     actor = Actor(defender.policy)
@@ -208,15 +171,10 @@ def duel_episode_reference(defender: Defender, red_weights, hidden: int, env_see
 
 def scripted_returns(defender: Defender, backend: str, red: str, episodes, seed: int):
     """Blue's returns against a scripted red on the same episodes (the compiled loop)."""
-    from wfrl._core import SimSlots
-    from wfrl.collect.rollout import stats_arrays
-    episodes = np.asarray(episodes, np.int64)
-    env_seeds, act_seeds = episode_seeds(seed, episodes)
-    slots = SimSlots(1, red, is_leaderboard(backend))
-    st = stats_arrays(len(episodes))
-    slots.run_episodes(0, defender.policy, env_seeds, act_seeds,
-                       np.full(len(episodes), -1, np.int64), None, st, EP_LEN)
-    return st["env_return"].astype(np.float64)
+    from wfrl.collect.rollout import run_episodes
+    from wfrl.envs import make_backend
+    stats = run_episodes(make_backend(backend, red), defender.policy, episodes, seed)
+    return np.array([s.env_return for s in stats], np.float64)
 
 
 def _score(x) -> dict:

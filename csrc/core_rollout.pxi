@@ -319,16 +319,61 @@ def learned_red_policy(str red_agent, leaderboard=None):
     return RedPolicy(weights, hidden)
 
 
+cdef class RedPopulation:
+    """A population of reds (wfrl.envs.reds.Population) in the compiled loop's form
+    (csrc/wfrl_rollout.h wfrl_population): each member's red kind code and, for a learned red,
+    its network, loaded once here; the episode's env seed draws the member."""
+    cdef wfrl_population p
+    cdef readonly object spec
+    cdef readonly tuple reds      # a member's RedPolicy, or None for a scripted red
+
+    def __cinit__(self, spec, bint leaderboard=False):
+        members = tuple(spec.members)
+        _need(1 <= len(members) <= WFRL_POP_MAX,
+              f"a population holds 1 to {WFRL_POP_MAX} reds")
+        self.spec = spec
+        self.reds = tuple(learned_red_policy(name, leaderboard) for name in members)
+        self.p.n = len(members)
+        cdef RedPolicy red
+        for k, name in enumerate(members):
+            self.p.kinds[k] = red_kind_code(name, leaderboard)
+            red = self.reds[k]
+            self.p.reds[k] = NULL if red is None else &red.p
+            self.p.upto[k] = spec.upto[k]
+
+    @property
+    def kinds(self):
+        """Each member's red kind code (the leaderboard bit included)."""
+        return tuple(self.p.kinds[k] for k in range(self.p.n))
+
+    def draw(self, uint64_t env_seed):
+        """The member the episode with this env seed plays (compiled; twin:
+        Population.member)."""
+        return wfrl_population_draw(&self.p, env_seed)
+
+
+def red_population(str red_agent, leaderboard=False):
+    """The RedPopulation of population:PATH (wfrl.envs.reds.load_population: one line for a
+    missing or damaged file or member), else None."""
+    from wfrl.config.names import is_population
+    if not is_population(red_agent):
+        return None
+    from wfrl.envs.reds import load_population
+    return RedPopulation(load_population(red_agent), bool(leaderboard))
+
+
 cdef class SimSlots:
     """n compiled CAGE2 episodes-in-progress (env + action RNG + compliance + current obs), for
     the compiled rollout loop. Storage is a numpy byte array owned here. A learned red
-    (learned:PATH) is loaded once here and plays in every slot."""
+    (learned:PATH) is loaded once here and plays in every slot; a population
+    (population:PATH) once here, each episode playing the member its seed draws."""
     cdef wfrl_slot *slots
     cdef wfrl_scratch *s
     cdef readonly Py_ssize_t n
     cdef readonly int red_kind
     cdef readonly FilterBlock filters
     cdef readonly RedPolicy red
+    cdef readonly RedPopulation population
     cdef object _storage, _scratch
 
     def __cinit__(self, Py_ssize_t n, str red_agent, bint leaderboard=False):
@@ -336,6 +381,7 @@ cdef class SimSlots:
         self.n = n
         self.red_kind = red_kind_code(red_agent, leaderboard)
         self.red = learned_red_policy(red_agent, leaderboard)
+        self.population = red_population(red_agent, leaderboard)
         self._storage = np.zeros(n * sizeof(wfrl_slot) + 64, np.uint8)
         self.slots = <wfrl_slot *>_aligned(self._storage)
         self._scratch = np.zeros(sizeof(wfrl_scratch) + 64, np.uint8)
@@ -344,6 +390,7 @@ cdef class SimSlots:
             self.slots[i].env.t = WFRL_EP_LEN  # idle until begin()
             self.slots[i].actor.filter = NULL
             self.slots[i].red = NULL if self.red is None else &self.red.p
+            self.slots[i].pop = NULL if self.population is None else &self.population.p
 
     cdef int _fit(self, Policy policy) except -1:
         """Give every slot a particle filter of the belief policy's size (allocated once, when

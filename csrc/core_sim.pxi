@@ -111,10 +111,12 @@ cdef class Cage2Sim:
             raise IndexError(f"env {i} outside [0, {self.n})")
         return &self.envs[i]
 
-    def reset(self, Py_ssize_t i, uint64_t seed):
-        """Start a new episode of env i from `seed`; returns (obs float32[52], red_access uint8[13])."""
+    def reset(self, Py_ssize_t i, uint64_t seed, int kind=-1):
+        """Start a new episode of env i from `seed` (kind >= 0: against that red kind code instead
+        of the env's own, e.g. a population's member); returns (obs float32[52], red_access
+        uint8[13])."""
         cdef wfrl_cage2 *e = self._env(i)
-        wfrl_cage2_reset(e, seed, self.red_kind)
+        wfrl_cage2_reset(e, seed, self.red_kind if kind < 0 else kind)
         obs = np.zeros(WFRL_OBS_DIM, dtype=np.float32)
         ra = np.empty(WFRL_N_HOSTS, dtype=np.uint8)
         cdef uint8_t[::1] rav = ra

@@ -173,10 +173,18 @@ cdef extern from "wfrl_rollout.h" nogil:
     uint64_t wfrl_red_seed(uint64_t env_seed)
     int wfrl_red_play(const wfrl_red_policy *p, wfrl_cage2 *e, wfrl_rng *rng,
                       wfrl_scratch *s, float *logp, float *value)
+    int WFRL_POP_MAX
+    ctypedef struct wfrl_population:
+        int n
+        int kinds[64]                        # [WFRL_POP_MAX]
+        const wfrl_red_policy *reds[64]
+        uint64_t upto[64]
+    int wfrl_population_draw(const wfrl_population *pop, uint64_t env_seed)
     ctypedef struct wfrl_slot:
         wfrl_cage2 env
         wfrl_actor actor
         const wfrl_red_policy *red
+        const wfrl_population *pop
     int64_t wfrl_mlp_n_params(int64_t H, int64_t I)
     void wfrl_mlp_pack(const float *flat, int H, int I, float *packed)
     void wfrl_mlp_forward(const float *packed, int H, int I, const float *x, float *logits,

@@ -114,6 +114,30 @@ static inline int wfrl_red_play(const wfrl_red_policy *p, wfrl_cage2 *e, wfrl_rn
     return a;
 }
 
+/* ---- a population of reds: each episode plays the member its env seed draws ----------------
+ * A member is a red kind code (a scripted red, or an external red with its network in `reds`);
+ * member k is drawn with probability (upto[k] - upto[k-1]) / 2^53 from 53 bits of splitmix64 of
+ * the seed, so a population plays the same episode whoever collects it. Twin:
+ * wfrl.envs.reds.Population.member. */
+#define WFRL_POP_MAX 64
+#define WFRL_POP_SALT 0x706F70756C617465ULL   /* "populate" */
+
+typedef struct {
+    int n;
+    int kinds[WFRL_POP_MAX];
+    const wfrl_red_policy *reds[WFRL_POP_MAX];   /* NULL: the scripted red of kinds[k] */
+    uint64_t upto[WFRL_POP_MAX];                 /* cumulative, in 2^-53; upto[n-1] = 2^53 */
+} wfrl_population;
+
+static inline int wfrl_population_draw(const wfrl_population *pop, uint64_t env_seed)
+{
+    uint64_t x = env_seed ^ WFRL_POP_SALT;
+    const uint64_t u = wfrl_splitmix64(&x) >> 11;
+    for (int k = 0; k < pop->n - 1; ++k)
+        if (u < pop->upto[k]) return k;
+    return pop->n - 1;
+}
+
 static inline void wfrl_actor_begin(wfrl_actor *a, uint64_t act_seed)
 {
     wfrl_rng_seed(&a->rng, act_seed);
@@ -186,11 +210,12 @@ static inline int wfrl_actor_act(wfrl_actor *a, const wfrl_policy *p, wfrl_scrat
 }
 
 /* An episode of a compiled CAGE2 env in progress (red: a learned red's network, or NULL: the env's
- * own red). */
+ * own red; pop: a population whose member each episode draws, which sets both at its start). */
 typedef struct {
     wfrl_cage2 env;
     wfrl_actor actor;
     const wfrl_red_policy *red;
+    const wfrl_population *pop;
     wfrl_rng red_rng;
     float obs[WFRL_OBS_DIM];
     uint8_t access[WFRL_N_HOSTS];
@@ -203,6 +228,11 @@ typedef struct {
 static inline void wfrl_slot_begin(wfrl_slot *sl, uint64_t env_seed, uint64_t act_seed,
                                    int red_kind, int64_t row, const wfrl_traj *buf)
 {
+    if (sl->pop) {
+        const int k = wfrl_population_draw(sl->pop, env_seed);
+        red_kind = sl->pop->kinds[k];
+        sl->red = sl->pop->reds[k];
+    }
     wfrl_cage2_reset(&sl->env, env_seed, red_kind);
     wfrl_cage2_obs(&sl->env, sl->obs);
     wfrl_cage2_red_access(&sl->env, sl->access);

@@ -7,7 +7,7 @@ import pytest
 
 import wfrl._core as core
 from wfrl import features, workflow
-from wfrl.envs import actions, base
+from wfrl.envs import actions, base, reds
 from wfrl.ppo import netspec
 
 CSRC = pathlib.Path(__file__).resolve().parents[1] / "csrc"
@@ -27,6 +27,7 @@ def _defines():
     def value(name):
         if name not in out:
             expr = re.sub(r"WFRL_[A-Z0-9_]+", lambda m: repr(value(m.group(0))), raw[name])
+            expr = re.sub(r"\b(0x[0-9A-Fa-f]+|[0-9]+)U?L{0,2}\b", r"\1", expr)  # 1ULL -> 1
             out[name] = eval(expr.rstrip("f").replace("f)", ")"), {})  # noqa: S307 (our headers)
         return out[name]
 
@@ -50,6 +51,7 @@ PAIRS = [
     ("WFRL_DECOY_APACHE", actions.DECOY_KINDS.index("Apache")),
     ("WFRL_DECOY_VSFTPD", actions.DECOY_KINDS.index("Vsftpd")),
     ("WFRL_USER0", workflow.USER0), ("WFRL_MASKED_LOGIT", features.MASKED_LOGIT),
+    ("WFRL_POP_MAX", reds.POPULATION_MAX), ("WFRL_POP_SALT", reds.POPULATION_SALT),
 ]
 
 

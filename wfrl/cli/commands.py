@@ -277,6 +277,22 @@ def attack(a) -> int:
     return 0
 
 
+def population(a) -> int:
+    from wfrl.config.run import POPULATION_PPO, PopulationConfig, PPOConfig
+    given = _given(a, field_names(PopulationConfig))
+    if a.resume is not None:
+        if given or _given(a, field_names(PPOConfig)):
+            raise UserError("--resume continues with the run's stored settings; give no other flag")
+        from wfrl.training.population import population as run, stored_config
+        run(stored_config(a.resume), resume=True)
+        return 0
+    ppo = PPOConfig(**{**POPULATION_PPO, **_given(a, field_names(PPOConfig))})
+    cfg = PopulationConfig(**given, ppo=ppo).validate()
+    from wfrl.training.population import population as run
+    run(cfg)
+    return 0
+
+
 COMMANDS = {"train": train, "exhaustive": exhaustive, "eval": evaluate, "parity": parity,
             "bench": bench, "replay": replay, "report": report, "compare": compare,
-            "attack": attack}
+            "attack": attack, "population": population}

@@ -194,6 +194,22 @@ def _add_attack(sub):
     _add_settings(g, (PPOConfig,), notes={"clip_per_net": "on"})
 
 
+def _add_population(sub):
+    from wfrl.config.run import PopulationConfig, PPOConfig
+    p = sub.add_parser("population", help="train a defender against a growing population of "
+                                          "reds that learn (double oracle; docs/robustness.md)",
+                       description="Each round: a red best response to the current defender "
+                                   "joins the population; the defender trains on against the "
+                                   "population's mixture (Nash or uniform) under random "
+                                   "workflows. curve.csv: exploitability per round.")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the interrupted population run in DIR with its stored settings")
+    _add_settings(p, (PopulationConfig,))
+    g = p.add_argument_group("the defender's PPO")
+    _add_settings(g, (PPOConfig,), notes={"memory": "on", "mask": "on", "clip_per_net": "on",
+                                          "lr_final": "0.1", "entropy_final": "0.1"})
+
+
 def _add_exhaustive(sub):
     from wfrl.config.run import ExhaustiveConfig
     p = sub.add_parser("exhaustive", help="train and evaluate all 120 workflows under one "
@@ -295,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_exhaustive(sub)
     _add_attack(sub)
+    _add_population(sub)
     _add_eval(sub)
     _add_parity(sub)
     _add_bench(sub)

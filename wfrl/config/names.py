@@ -151,10 +151,21 @@ def is_learned(name) -> bool:
     return isinstance(name, str) and name.startswith(LEARNED_PREFIX) and len(name) > 8
 
 
+# a population: population:PATH, a JSON file of reds (scripted or learned) and their weights, of
+# which each episode plays the one its env seed draws (wfrl.envs.reds.Population; the simulator
+# only), checked where it is loaded
+POPULATION_PREFIX = "population:"
+
+
+def is_population(name) -> bool:
+    return (isinstance(name, str) and name.startswith(POPULATION_PREFIX)
+            and len(name) > len(POPULATION_PREFIX))
+
+
 def check_red_agent(name: str, allow_pools: bool = True) -> str:
-    """`name` if it names a red (or, allow_pools, a pool) or a learned red: else a one-line
-    UserError."""
-    if is_learned(name):
+    """`name` if it names a red (or, allow_pools, a pool or a population) or a learned red:
+    else a one-line UserError."""
+    if is_learned(name) or (allow_pools and is_population(name)):
         return name
     return check_choice("red agent", name, TRAIN_RED_AGENTS if allow_pools else RED_AGENTS)
 
@@ -169,7 +180,7 @@ def red_code(name) -> int:
     learned red's is an external red's)."""
     if isinstance(name, int):
         return name
-    if is_learned(name):
+    if is_learned(name) or is_population(name):   # (a population's episodes set their own)
         return BASE_CODES[SLEEP] | RED_EXTERNAL
     if name in POOL_OF:
         return POOL_OF[name].code
@@ -205,3 +216,17 @@ def episode_red(red_agent: str, env_seed: int) -> str:
     return pool_member(red_agent, env_seed) if red_agent in POOL_OF else red_agent
 
 
+
+
+def expand_reds(text: str) -> tuple[str, ...]:
+    """The reds a comma-separated list names, a pool standing for its members (a population's
+    reds): distinct, in order; one-line UserError for an unknown name or a population."""
+    out: list[str] = []
+    for item in (r.strip() for r in str(text).split(",")):
+        if is_population(item):
+            raise UserError(f"{item}: a population cannot be a member of another")
+        check_red_agent(item)
+        for r in (POOL_OF[item].members if item in POOL_OF else (item,)):
+            if r not in out:
+                out.append(r)
+    return tuple(out)

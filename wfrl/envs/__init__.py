@@ -22,6 +22,11 @@ def make_backend(backend: str = "sim", red_agent: str = "B_lineAgent", seed: int
     if backend_engine(backend) == "sim":
         from wfrl.envs.sim import SimBackend
         return SimBackend(red_agent=red_agent, seed=seed, leaderboard=leaderboard)
+    from wfrl.config.names import is_population
+    if is_population(red_agent):
+        from wfrl.errors import UserError
+        raise UserError(f"{red_agent}: a population of reds plays on the simulator (sim, "
+                        "sim:leaderboard); on CybORG, play its members one by one")
     from wfrl.envs.base import POOLED
     from wfrl.envs.cyborg import CybORGBackend, MixedCybORGBackend
     if red_agent in POOLED:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from wfrl.errors import UserError
+
 # the red table, declared once (numpy-free, so the command line's checks import it cheaply)
 from wfrl.config.names import (ATTACKERS, B_LINE, BASE_CODES, BELIEF_REDS,  # noqa: F401
                                CAGE2_REDS, CHANGES, FAMILY, FAMILY_VIEW, MEANDER, MIXED,
@@ -243,3 +245,109 @@ def family_classes() -> dict:
                                              "mode": REDS[name].variant, "__module__": __name__})
             for name in FAMILY}
 
+
+
+# -- populations: population:PATH ---------------------------------------------------------------
+POPULATION_MAX = 64     # csrc/wfrl_rollout.h WFRL_POP_MAX
+POPULATION_SALT = 0x706F70756C617465   # WFRL_POP_SALT ("populate")
+UNIT = 1 << 53          # a member's share is counted in 2^-53
+
+
+class Population:
+    """Reds and their weights, of which each episode plays the one its env seed draws: the red
+    of `population:PATH` (on the simulator, in every collector; csrc/wfrl_rollout.h
+    wfrl_population is the compiled twin). PATH is a JSON file
+
+        {"members": [{"red": "B_lineAgent", "weight": 0.5},
+                     {"red": "learned:rounds/001/best.pt", "weight": 0.5}]}
+
+    whose reds are scripted reds or learned reds (a learned red's relative path is read from
+    the file's folder); weights are non-negative with a positive sum (normalised here)."""
+
+    def __init__(self, members, weights, path: str = "<population>"):
+        members, weights = tuple(members), tuple(float(w) for w in weights)
+        if not 1 <= len(members) <= POPULATION_MAX or len(weights) != len(members):
+            raise UserError(f"{path}: a population holds 1 to {POPULATION_MAX} reds, one weight "
+                            "each")
+        for name in members:
+            check_red_agent(name, allow_pools=False)
+        if not all(w >= 0.0 and w < float("inf") for w in weights) or sum(weights) <= 0.0:
+            raise UserError(f"{path}: weights must be finite, non-negative and not all zero")
+        total = sum(weights)
+        self.members, self.path = members, str(path)
+        self.weights = tuple(w / total for w in weights)
+        upto, acc = [], 0.0
+        for w in self.weights:
+            acc += w
+            upto.append(min(UNIT, int(round(acc * UNIT))))
+        upto[-1] = UNIT
+        self.upto = tuple(upto)
+
+    def member(self, env_seed: int) -> int:
+        """The index of the member the episode with this env seed plays (twin of
+        wfrl_population_draw)."""
+        from wfrl.rng import MASK, splitmix64
+        _, out = splitmix64((int(env_seed) ^ POPULATION_SALT) & MASK)
+        u = out >> 11
+        return next((k for k, t in enumerate(self.upto[:-1]) if u < t), len(self.upto) - 1)
+
+    def episode_red(self, env_seed: int) -> str:
+        return self.members[self.member(env_seed)]
+
+    def to_dict(self) -> dict:
+        return {"members": [{"red": m, "weight": w} for m, w in zip(self.members, self.weights)]}
+
+
+def load_population(name: str) -> Population:
+    """The Population of population:PATH (or of PATH): one-line UserError for a missing or
+    damaged file or a bad member; a learned member's relative path is taken from the file's
+    folder when it is there."""
+    import json
+    from pathlib import Path
+
+    from wfrl.config.names import LEARNED_PREFIX, POPULATION_PREFIX, is_learned
+    path = Path(name.removeprefix(POPULATION_PREFIX))
+    try:
+        d = json.loads(path.read_text())
+        rows = d["members"]
+        members = [str(r["red"]) for r in rows]
+        weights = [float(r["weight"]) for r in rows]
+    except OSError:
+        raise UserError(f"population {path}: no such file or it cannot be read") from None
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"population {path}: not a population file (a JSON object whose "
+                        "`members` are {\"red\": NAME, \"weight\": W})") from None
+    resolved = []
+    for m in members:
+        if is_learned(m):
+            rel = path.parent / m[len(LEARNED_PREFIX):]
+            if not Path(m[len(LEARNED_PREFIX):]).is_absolute() and rel.exists():
+                m = LEARNED_PREFIX + str(rel)
+        resolved.append(m)
+    return Population(resolved, weights, str(path))
+
+
+def write_population(path, members, weights) -> Population:
+    """Write a population file (atomically; a learned member's path relative to the file's
+    folder, so the folder can move); returns the Population it holds."""
+    import json
+    import os
+    from pathlib import Path
+
+    from wfrl.config.names import LEARNED_PREFIX, is_learned
+    path = Path(path)
+    pop = Population(members, weights, str(path))
+    rows = []
+    for m, w in zip(pop.members, pop.weights):
+        if is_learned(m):
+            p = Path(m[len(LEARNED_PREFIX):])
+            if p.exists():
+                try:
+                    m = LEARNED_PREFIX + os.path.relpath(p.resolve(), path.parent.resolve())
+                except ValueError:
+                    pass
+        rows.append({"red": m, "weight": w})
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"members": rows}, indent=1) + "\n")
+    os.replace(tmp, path)
+    return pop

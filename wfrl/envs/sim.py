@@ -31,6 +31,7 @@ class SimBackend:
         self.sim = Cage2Sim(1, red_agent, leaderboard, external)
         self.slots = SimSlots(1, red_agent, leaderboard)  # whole episodes in the compiled loop
         self.red = self.slots.red    # a learned red's network (learned:PATH), else None
+        self.population = self.slots.population   # population:PATH's members, else None
         self._next_seed: int   # set by seed()
         self.seed(seed)
 
@@ -47,7 +48,12 @@ class SimBackend:
 
     def reset(self):
         seed = self.take_episode_seed()
-        out = self.sim.reset(0, seed)
+        if self.population is not None:   # the member the seed draws (the Python twin's draw)
+            k = self.population.spec.member(seed)
+            self.red = self.population.reds[k]
+            out = self.sim.reset(0, seed, self.population.kinds[k])
+        else:
+            out = self.sim.reset(0, seed)
         if self.red is not None:
             self.sim.seed_red(0, seed)
         return out

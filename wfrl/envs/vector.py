@@ -58,15 +58,16 @@ def check_autoreset_mode(mode) -> AutoresetMode:
 def red_agents_per_env(red_agent, n: int) -> tuple[str, ...]:
     """One red agent name per env: a name for all (incl. "mixed": each env's episodes draw B_line
     or Meander by their seed), or a sequence of n names."""
-    from wfrl.config.names import is_learned
+    from wfrl.config.names import is_learned, is_population
     reds = (red_agent,) * n if isinstance(red_agent, str) else tuple(red_agent)
     if len(reds) != n:
         raise UserError(f"red_agent: {len(reds)} names for {n} envs (give one name or {n})")
     for r in reds:
         check_red_agent(r)
-        if is_learned(r):
+        if is_learned(r) or is_population(r):
             raise UserError(f"{r}: the vector env plays the scripted reds and pools; a learned "
-                            "red plays in wfrl.envs.make (the single env) and the collectors")
+                            "red or a population plays in wfrl.envs.make (the single env) and "
+                            "the collectors")
     return reds
 
 

@@ -167,7 +167,7 @@ def _records(out):
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("population") / "run"
-    res = run_wfrl("population", *TINY, "--out", out)
+    res = run_wfrl("population", *TINY, "--out", out, "--tensorboard", out.parent / "tb")
     assert res.returncode == 0, res.stderr
     return out
 
@@ -202,6 +202,15 @@ def test_a_short_population_run_keeps_honest_records(short_run):
     log = _csv(out / "rounds" / "002" / "defender" / "training_log.csv")
     assert len(log) == 6 and len({r["Workflow_ID"] for r in log}) > 1
     assert not (out / "rounds" / "002" / "defender" / "checkpoint.pt").exists()
+    # each round's scores in TensorBoard: exploitability of D0..D2, held-out returns of D1, D2
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ev = EventAccumulator(str(out.parent / "tb"))
+    ev.Reload()
+    steps = [e.step for e in ev.Scalars("population/exploitability")]
+    assert steps == [0, 1, 2]
+    assert [e.value for e in ev.Scalars("population/exploitability")] == pytest.approx(
+        s["exploitability"], abs=1e-3)
+    assert [e.step for e in ev.Scalars("population/b_line")] == [1, 2]
 
 
 def test_a_population_run_killed_mid_round_resumes_to_its_twin(short_run, tmp_path):

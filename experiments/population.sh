@@ -25,15 +25,17 @@ loops)
             --out "$out/nash_no_floor" --force > "$out/nash_no_floor.log" 2>&1 || true
     ;;
 exploit)
-    # the attacker issue's budget: 3 seeds x 50,000 episodes, evaluations on 1,000 episodes
-    bash "$here/exploitability.sh" "$out/attacks" "robust=$DEFENDER@critical_first"
+    # the attacker's budget: 3 seeds x 50,000 episodes, evaluations on 1,000 episodes; seeds
+    # no best response of the loops used (theirs: 1..6), so every red here is fresh
+    SEEDS="11 12 13" bash "$here/exploitability.sh" "$out/attacks" \
+        "robust=$DEFENDER@critical_first"
     ;;
 orders)
     # the strongest fresh red per order, for the population's defender and any_workflow
     for wf in critical_first reverse user,defender,op_host,enterprise,op_server \
               defender,user,op_host,op_server,enterprise; do
         tag=$(echo "$wf" | tr ',' '-')
-        SEEDS=1 bash "$here/exploitability.sh" "$out/orders" "robust_$tag=$DEFENDER@$wf" \
+        SEEDS=11 bash "$here/exploitability.sh" "$out/orders" "robust_$tag=$DEFENDER@$wf" \
             "any_workflow_$tag=pretrained:any_workflow@$wf"
     done
     ;;

@@ -1,8 +1,8 @@
 """Population training (wfrl.training.population) and the population red (population:PATH,
 csrc/wfrl_rollout.h wfrl_population): the meta-solver on matrix games with known equilibria,
 the compiled draw against its Python twin, a population's episodes against its members' own,
-a short `wfrl population` with honest records, its determinism and resume after SIGKILL, and
-bad input in one line."""
+a short `wfrl population` with honest records, its determinism and resume after SIGKILL,
+best responses side by side (worker processes, Ray tasks), and bad input in one line."""
 import csv
 import json
 import os
@@ -236,6 +236,85 @@ def test_a_population_run_killed_mid_round_resumes_to_its_twin(short_run, tmp_pa
     assert res.returncode == 2 and "is finished" in res.stderr
 
 
+def _attack_records(folder):
+    """A best response's records, wall-clock figures, the thread count and the folders'
+    paths aside."""
+    summary = json.loads((folder / "summary.json").read_text())
+    for key in ("wall_time_s", "episodes_per_s", "defender"):
+        summary.pop(key)
+    config = json.loads((folder / "experiment_config.json").read_text())
+    for key in ("threads", "checkpoint", "defender", "out"):
+        config.pop(key)
+    import torch
+    model = torch.load(folder / "best.pt", weights_only=False)["model"]
+    return summary, config, (folder / "eval_log.csv").read_text(), \
+        [t.numpy().tobytes() for t in model.values()]
+
+
+@pytest.fixture(scope="module")
+def two_per_round(tmp_path_factory):
+    out = tmp_path_factory.mktemp("population_k2") / "run"
+    res = run_wfrl("population", *TINY, "--rounds", "1", "--best-responses", "2", "--out", out)
+    assert res.returncode == 0, res.stderr
+    assert "[attack 2]" in res.stderr       # the second best response ran in a worker
+    return out
+
+
+@pytest.mark.slow
+def test_best_responses_side_by_side_join_the_population(two_per_round, short_run, tmp_path):
+    out = two_per_round
+    rnd = json.loads((out / "rounds" / "001" / "round.json").read_text())
+    each = rnd["exploitability_each"]
+    assert len(each) == 2 and rnd["exploitability_before"] == max(each)
+    p1 = json.loads((out / "rounds" / "001" / "payoff.json").read_text())
+    assert p1["columns"][-2:] == ["BR1.1", "BR1.2"] and np.shape(p1["payoff"]) == (1, 7)
+    pop = json.loads((out / "rounds" / "001" / "population.json").read_text())
+    assert [m["red"] for m in pop["members"]][-2:] == ["learned:attack/best.pt",
+                                                        "learned:attack-2/best.pt"]
+    curve = _csv(out / "curve.csv")
+    assert float(curve[0]["Exploitability"]) == pytest.approx(max(each), abs=1e-3)
+    assert [int(r["Population"]) for r in curve] == [0, 7]
+    assert (out / "final" / "attack-2" / "summary.json").exists()
+    # the first best response is the one a run of one per round trains (the same seed), and
+    # the second is `wfrl attack` with its own seed, alone
+    a, b = out / "rounds" / "001" / "attack", short_run / "rounds" / "001" / "attack"
+    assert _attack_records(a) == _attack_records(b)
+    solo = tmp_path / "solo"
+    res = run_wfrl("attack", "--checkpoint", out / "defenders" / "d000.pt", "--workflow",
+                   "critical_first", "--seed", 3 + 1 + 1000, "--total-episodes", 400,
+                   "--eval-every", 200, "--eval-episodes", 40, "--out", solo, "--force")
+    assert res.returncode == 0, res.stderr
+    assert _attack_records(out / "rounds" / "001" / "attack-2") == _attack_records(solo)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_best_responses_as_ray_tasks_are_the_local_ones(two_per_round, tmp_path):
+    """--ray-address: the round's best responses run as Ray tasks (a private local instance the
+    test process has joined), their folders shipped back whole; the records are the ones of
+    worker processes."""
+    from wfrl.collect.ray.local import LocalRay
+    from wfrl.config.run import PopulationConfig
+    from wfrl.training.population import population
+    argv = dict(zip(TINY[::2], TINY[1::2]))
+    cfg = PopulationConfig(rounds=1, best_responses=2, attack_episodes=400, attack_eval_every=200,
+                           defender_episodes=600, episodes_per_update=100, eval_episodes=40,
+                           seed=int(argv["--seed"]), collector="sequential",
+                           out=str(tmp_path / "ray"), ray_address="127.0.0.1:6379")
+    local = LocalRay(num_cpus=2)
+    try:
+        population(cfg, progress=lambda line: None)
+    finally:
+        local.shutdown()
+    for sub in ("rounds/001/attack", "rounds/001/attack-2", "final/attack-2"):
+        assert _attack_records(tmp_path / "ray" / sub) == _attack_records(two_per_round / sub)
+        config = json.loads((tmp_path / "ray" / sub / "experiment_config.json").read_text())
+        assert config["out"] == str(tmp_path / "ray" / sub), sub
+        assert (tmp_path / "ray" / sub / "evals").is_dir()
+    assert (tmp_path / "ray" / "curve.csv").read_text() == \
+        (two_per_round / "curve.csv").read_text()
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--rounds", "0"], "--rounds must be"),
     (["--reds", "B_lineAgent,learned:missing.pt"], "does not exist"),
@@ -245,6 +324,8 @@ def test_a_population_run_killed_mid_round_resumes_to_its_twin(short_run, tmp_pa
     (["--init-from", str(red_checkpoint_path("vs_any_workflow"))], "is a red's checkpoint"),
     (["--backend", "cyborg"], "population backend"),
     (["--meta-solver", "best"], "meta-solver"),
+    (["--rounds", "30", "--best-responses", "2"], "holds at most 64"),
+    (["--best-responses", "0"], "--best-responses must be"),
 ])
 def test_bad_input_is_one_line(tmp_path, flags, message):
     res = run_wfrl("population", *flags, "--out", tmp_path / "r")

@@ -155,6 +155,7 @@ def is_learned(name) -> bool:
 # which each episode plays the one its env seed draws (wfrl.envs.reds.Population; the simulator
 # only), checked where it is loaded
 POPULATION_PREFIX = "population:"
+POPULATION_MAX = 64     # reds a population holds: csrc/wfrl_rollout.h WFRL_POP_MAX
 
 
 def is_population(name) -> bool:

@@ -12,7 +12,7 @@ from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAV
                                 known_red_agent, known_workflow, non_negative, one_of,
                                 open_unit_interval, positive, red_list, ray_address, seed_range,
                                 setting, unit_interval)
-from wfrl.config.names import BELIEF_REDS, DUEL_BACKENDS, expand_reds
+from wfrl.config.names import BELIEF_REDS, DUEL_BACKENDS, POPULATION_MAX, expand_reds
 from wfrl.errors import UserError, check_choice
 
 # ---------------------------------------------------------------------------------------------
@@ -572,6 +572,10 @@ class PopulationConfig(Settings):
     """The defender's episodes per PPO update (one random workflow each)."""
     attack_episodes: int = setting(50_000, check=positive)
     """Each red best response's training episodes (wfrl attack's --total-episodes)."""
+    best_responses: int = setting(1, check=positive, metavar="K")
+    """Fresh red best responses per round, each its own seed, run side by side (worker
+    processes, or Ray tasks with --ray-address); all K join the population, and the strongest
+    measures the defender's exploitability."""
     attack_eval_every: int = setting(5_000, check=non_negative)
     """A best response's evaluations (wfrl attack's --eval-every)."""
     eval_episodes: int = setting(500, check=positive)
@@ -595,7 +599,8 @@ class PopulationConfig(Settings):
     n_workers: int = setting(2, check=positive)
     """Worker processes / actors of the parallel collectors."""
     ray_address: str | None = setting(None, check=ray_address, metavar="HOST:PORT")
-    """Ray cluster (HOST:PORT) to join with --collector ray."""
+    """Ray cluster (HOST:PORT) to join with --collector ray; with --best-responses K > 1 the
+    best responses run there as Ray tasks."""
     threads: int = setting(2, check=positive)
     """Threads of a best response's duel loop and of the payoff matrix's episodes."""
     ppo: PPOConfig = setting(factory=lambda: PPOConfig(**POPULATION_PPO))
@@ -612,3 +617,8 @@ class PopulationConfig(Settings):
         if bad:
             raise UserError(f"{flag_name(bad[0])}: population training trains a deployable "
                             "defender that reads its own observation")
+        size = len(expand_reds(self.reds)) + self.rounds * self.best_responses
+        if size > POPULATION_MAX:
+            raise UserError(f"--rounds {self.rounds} with --best-responses {self.best_responses} "
+                            f"grows the population to {size} reds; it holds at most "
+                            f"{POPULATION_MAX}")

@@ -30,16 +30,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from wfrl.errors import UserError
-
 # the red table, declared once (numpy-free, so the command line's checks import it cheaply)
 from wfrl.config.names import (ATTACKERS, B_LINE, BASE_CODES, BELIEF_REDS,  # noqa: F401
                                CAGE2_REDS, CHANGES, FAMILY, FAMILY_VIEW, MEANDER, MIXED,
                                MIXED_REDS, POOL_CODES, POOL_OF, POOL_SPECS, POOLED, POOLS,
-                               RED_AGENTS, RED_METAVAR, RED_SPECS, REDS, SLEEP, TRAIN_RED_AGENTS,
-                               VARIANT_SHIFT, VARIANTS, PoolSpec, RedSpec, UnknownRed, base_red,
-                               check_red_agent, episode_red, pool_member, red_code, red_codes,
-                               red_spec)
+                               POPULATION_MAX, RED_AGENTS, RED_METAVAR, RED_SPECS, REDS, SLEEP,
+                               TRAIN_RED_AGENTS, VARIANT_SHIFT, VARIANTS, PoolSpec, RedSpec,
+                               UnknownRed, base_red, check_red_agent, episode_red, pool_member,
+                               red_code, red_codes, red_spec)
+from wfrl.errors import UserError
 
 DELAY = (5, 25)    # the delayed variants' sleep at the start: uniform, steps
 BURST = 3          # the bursty variants' actions in a row
@@ -72,10 +71,8 @@ def family_classes() -> dict:
     from csle_cyborg.agents.simple_agents.b_line import B_lineAgent
     from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
     from csle_cyborg.agents.simple_agents.meander import RedMeanderAgent
-    from csle_cyborg.shared.actions.abstract_actions.discover_network_services import \
-        DiscoverNetworkServices
-    from csle_cyborg.shared.actions.abstract_actions.exploit_remote_service import \
-        ExploitRemoteService
+    from csle_cyborg.shared.actions.abstract_actions.discover_network_services import DiscoverNetworkServices
+    from csle_cyborg.shared.actions.abstract_actions.exploit_remote_service import ExploitRemoteService
     from csle_cyborg.shared.actions.action import Sleep
 
     # B_line's stages that escalate on, and exploit, its footholds: user host, Enterprise host,
@@ -248,7 +245,6 @@ def family_classes() -> dict:
 
 
 # -- populations: population:PATH ---------------------------------------------------------------
-POPULATION_MAX = 64     # csrc/wfrl_rollout.h WFRL_POP_MAX
 POPULATION_SALT = 0x706F70756C617465   # WFRL_POP_SALT ("populate")
 UNIT = 1 << 53          # a member's share is counted in 2^-53
 

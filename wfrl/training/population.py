@@ -4,11 +4,12 @@ double oracle (PSRO) over CAGE2's defender and attacker.
 The population starts with --reds (CAGE2's two and three variants: family-train). The defender
 D0 is --init-from (an order-conditioned policy). Round k = 1..R:
 
-1. attack: a red best response to D(k-1) (wfrl.training.attack, under --workflow), in
-   rounds/NNN/attack/; its best.pt joins the population. Its summary is D(k-1)'s
-   exploitability: the defender's return against B_line minus its return against that red, on
-   held-out episodes; the red was trained fresh against D(k-1) and is in no population D(k-1)
-   trained against.
+1. attack: --best-responses K red best responses to D(k-1) (wfrl.training.attack, under
+   --workflow, each its own seed), in rounds/NNN/attack/ (and attack-2/ .. attack-K/), side by
+   side in worker processes or Ray tasks when K > 1; every best.pt joins the population. The
+   strongest one's summary is D(k-1)'s exploitability: the defender's return against B_line
+   minus its return against that red, on held-out episodes; the red was trained fresh against
+   D(k-1) and is in no population D(k-1) trained against.
 2. payoff: blue's mean return of every defender so far (D0..D(k-1), greedy, --workflow) against
    every red of the population, on the same reserved episodes (payoff.json).
 3. mixture: the meta-solver's weights over the population (payoff.json, population.json):
@@ -19,7 +20,7 @@ D0 is --init-from (an order-conditioned policy). Round k = 1..R:
    --defender-episodes, one random workflow per update with the compliance reward (so Dk follows
    any workflow), then scored on held-out episodes against B_line and Meander (round.json).
 
-After the last round one more best response (final/attack/) measures D(R). Records in --out:
+After the last round K more best responses (final/attack/, ...) measure D(R). Records in --out:
 experiment_config.json, rounds/NNN/{attack/, payoff.json, population.json, defender/
 (training_log.csv, checkpoint.pt while it trains), round.json}, defenders/dNNN.pt (each
 defender, loadable as any checkpoint with --workflow W), curve.csv (per defender: its
@@ -30,6 +31,7 @@ and ends with the records of an uninterrupted run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -45,6 +47,7 @@ from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, load_checkpoint, locked_dir,
                          save_checkpoint, write_json)
 
+SEED_STRIDE = 1000      # best response j (0-based) to defender d: seed + d + 1 + SEED_STRIDE * j
 CURVE_COLUMNS = ["Defender", "Exploitability", "Vs_Strongest_Red", "Vs_Strongest_Red_SE",
                  "Vs_B_line", "Vs_B_line_SE", "Vs_Meander", "Vs_Meander_SE", "Compliance",
                  "Population", "Red_Play"]
@@ -180,6 +183,18 @@ class _Loop:
     def defender_path(self, k: int) -> Path:
         return self.path / "defenders" / f"d{k:03d}.pt"
 
+    def attack_dir(self, d: int, j: int = 0) -> Path:
+        """Where best response j (0-based) to defender d runs: in round d + 1's folder, or in
+        final/ for the last defender."""
+        base = self.round_dir(d + 1) if d < self.cfg.rounds else self.path / "final"
+        return base / ("attack" if j == 0 else f"attack-{j + 1}")
+
+    def members(self, k: int) -> list[str]:
+        """Round k's population: --reds, then every best response of rounds 1..k."""
+        return list(expand_reds(self.cfg.reds)) + [
+            LEARNED_PREFIX + str(self.attack_dir(d, j) / "best.pt")
+            for d in range(k) for j in range(self.cfg.best_responses)]
+
     def run(self) -> dict:
         cfg = self.cfg
         if cfg.tensorboard:
@@ -192,7 +207,7 @@ class _Loop:
                 if not (self.round_dir(k) / "round.json").exists():
                     self._round(k)
                 self._write_curve()
-            final = self._attack(cfg.rounds, self.path / "final" / "attack")
+            final = self._attack(cfg.rounds)
             if self.tb is not None:
                 self._tb_exploitability(cfg.rounds, final)
             self._write_curve()
@@ -226,11 +241,9 @@ class _Loop:
         cfg, rdir = self.cfg, self.round_dir(k)
         rdir.mkdir(exist_ok=True)
         t0 = time.perf_counter()
-        attack = self._attack(k - 1, rdir / "attack")
+        attack = self._attack(k - 1)
         t1 = time.perf_counter()
-        members = list(expand_reds(cfg.reds)) + [
-            LEARNED_PREFIX + str(self.round_dir(j) / "attack" / "best.pt")
-            for j in range(1, k + 1)]
+        members = self.members(k)
         payoff = self._payoff(k, members)
         t2 = time.perf_counter()
         state = self._train_defender(k, rdir)
@@ -238,6 +251,8 @@ class _Loop:
         held = self._held_out(k)
         record = {"round": k, "population": len(members), "mixture": payoff["mixture"],
                   "exploitability_before": attack["exploitability"],
+                  **({"exploitability_each": attack["exploitability_each"]}
+                     if cfg.best_responses > 1 else {}),
                   "defender": f"defenders/d{k:03d}.pt", "held_out": held,
                   "episodes": state["episodes"],
                   "wall_time_s": {"attack": round(t1 - t0, 3), "payoff": round(t2 - t1, 3),
@@ -254,26 +269,46 @@ class _Loop:
                       f"Meander {held['RedMeanderAgent']['mean']:.2f}, compliance "
                       f"{held['compliance']:.3f} ({time.perf_counter() - t0:.0f} s)")
 
-    def _attack(self, d: int, out: Path) -> dict:
-        """A fresh red best response to defender d in `out` (resumed if it was interrupted);
-        returns its summary."""
+    def _attack(self, d: int) -> dict:
+        """The --best-responses fresh reds against defender d (each resumed if it was
+        interrupted, K > 1 side by side); returns the strongest one's summary, with every one's
+        exploitability under "exploitability_each" when K > 1."""
         cfg = self.cfg
-        done = out / "summary.json"
-        if done.exists():
-            return _load_json(done)
-        from wfrl.training.attack import attack
-        acfg = AttackConfig(checkpoint=str(self.defender_path(d)), workflow=cfg.workflow,
+        k = cfg.best_responses
+        outs = [self.attack_dir(d, j) for j in range(k)]
+        todo = [j for j in range(k) if not (outs[j] / "summary.json").exists()]
+        if todo:
+            self.progress(f"best response{'s' if k > 1 else ''} to D{d}: {cfg.attack_episodes} "
+                          f"episodes in {outs[0]}" + (f" (+{k - 1} more)" if k > 1 else ""))
+            threads = cfg.threads if len(todo) == 1 or cfg.ray_address else \
+                max(1, cfg.threads // len(todo))
+            jobs = [(self._attack_config(d, j, threads),
+                     "  [attack]" if k == 1 else f"  [attack {j + 1}]") for j in todo]
+            if len(jobs) == 1:
+                _attack_job(*jobs[0], progress=self.progress)
+            elif cfg.ray_address:
+                _attacks_on_ray(jobs, cfg.ray_address, threads)
+            else:
+                from wfrl.collect.jobs import run_all
+                run_all(_attack_job, jobs, len(jobs))
+        summaries = [_load_json(out / "summary.json") for out in outs]
+        each = [s["exploitability"] for s in summaries]
+        strongest = summaries[int(np.argmax(each))]
+        if todo:
+            self.progress(f"D{d}: exploitability {strongest['exploitability']:.2f} (B_line "
+                          f"{strongest['vs_b_line']['mean']:.2f}, strongest fresh red "
+                          f"{strongest['vs_red']['mean']:.2f})"
+                          + (f"; each red: {', '.join(f'{e:.2f}' for e in each)}" if k > 1
+                             else ""))
+        return {**strongest, "exploitability_each": each} if k > 1 else strongest
+
+    def _attack_config(self, d: int, j: int, threads: int) -> AttackConfig:
+        cfg = self.cfg
+        return AttackConfig(checkpoint=str(self.defender_path(d)), workflow=cfg.workflow,
                             backend=cfg.backend, total_episodes=cfg.attack_episodes,
                             eval_every=cfg.attack_eval_every, eval_episodes=cfg.eval_episodes,
-                            seed=cfg.seed + d + 1, out=str(out), force=True,
-                            threads=cfg.threads, ppo=PPOConfig(**ATTACK_PPO))
-        self.progress(f"best response to D{d}: {cfg.attack_episodes} episodes in {out}")
-        summary = attack(acfg, progress=lambda line: self.progress("  [attack] " + line),
-                         resume=out.exists())
-        self.progress(f"D{d}: exploitability {summary['exploitability']:.2f} (B_line "
-                      f"{summary['vs_b_line']['mean']:.2f}, strongest fresh red "
-                      f"{summary['vs_red']['mean']:.2f})")
-        return summary
+                            seed=cfg.seed + d + 1 + SEED_STRIDE * j, out=str(self.attack_dir(d, j)),
+                            force=True, threads=threads, ppo=PPOConfig(**ATTACK_PPO))
 
     def _payoff(self, k: int, members: list) -> dict:
         """Round k's payoff matrix (defenders D0..D(k-1) × members) and mixture."""
@@ -286,10 +321,12 @@ class _Loop:
         meta = meta_mixture(cfg.meta_solver, matrix)
         value = float(nash_mixture(matrix)[2])
         scripted = len(expand_reds(cfg.reds))
-        floor = np.r_[np.full(scripted, 1.0 / scripted), np.zeros(k)]
+        floor = np.r_[np.full(scripted, 1.0 / scripted), np.zeros(len(members) - scripted)]
         mixture = cfg.scripted_share * floor + (1.0 - cfg.scripted_share) * meta
         write_population(rdir / "population.json", members, mixture)
-        cols = list(members[:scripted]) + [f"BR{j}" for j in range(1, k + 1)]
+        per = cfg.best_responses
+        cols = list(members[:scripted]) + [
+            f"BR{r}" if per == 1 else f"BR{r}.{j + 1}" for r in range(1, k + 1) for j in range(per)]
         out = {"rows": [f"D{d}" for d in range(k)], "columns": cols,
                "payoff": [[round(float(x), 4) for x in row] for row in matrix],
                "meta_mixture": [round(float(w), 6) for w in meta],
@@ -430,15 +467,14 @@ class _Loop:
     def _curve_rows(self) -> list[dict]:
         rows = []
         for d in range(self.cfg.rounds + 1):
-            adir = (self.round_dir(d + 1) / "attack" if d < self.cfg.rounds
-                    else self.path / "final" / "attack")
-            s = adir / "summary.json"
-            if not s.exists():
+            paths = [self.attack_dir(d, j) / "summary.json"
+                     for j in range(self.cfg.best_responses)]
+            if not all(p.exists() for p in paths):
                 break
-            a = _load_json(s)
+            a = max((_load_json(p) for p in paths), key=lambda s: s["exploitability"])
             rj = self.round_dir(d) / "round.json"
             held = _load_json(rj)["held_out"] if d > 0 and rj.exists() else None
-            pop = len(expand_reds(self.cfg.reds)) + d
+            pop = len(expand_reds(self.cfg.reds)) + d * self.cfg.best_responses
             rows.append({"Defender": d, "Exploitability": a["exploitability"],
                          "Vs_Strongest_Red": a["vs_red"]["mean"],
                          "Vs_Strongest_Red_SE": a["vs_red"]["se"],
@@ -476,3 +512,64 @@ class _Loop:
         self.progress(f"done: exploitability by round {summary['exploitability']}; defender "
                       f"{self.defender_path(cfg.rounds)}")
         return summary
+
+
+# ------------------------------------------------------------------------- best responses
+def _attack_job(acfg: AttackConfig, tag: str, progress=None) -> dict:
+    """One best response (wfrl attack) in acfg.out, continued if a run is there: here, or in a
+    worker process (whose progress lines go to stderr, tagged)."""
+    from wfrl.training.attack import attack
+    say = progress or functools.partial(_tagged_stderr, "")
+    return attack(acfg, progress=lambda line: say(f"{tag} {line}"),
+                  resume=Path(acfg.out).exists())
+
+
+def _tagged_stderr(tag: str, line: str) -> None:
+    print(tag + line, file=sys.stderr, flush=True)
+
+
+def _ray_attack(acfg: AttackConfig, files: dict) -> dict:
+    """One best response as a Ray task: its folder (`files`, relative path -> bytes: what the
+    driver holds of it) laid out in a temp dir of the node, the run continued there, and every
+    file handed back (its stored settings name the driver's folder)."""
+    import shutil
+    import tempfile
+    work = Path(tempfile.mkdtemp(prefix="wfrl-attack-"))
+    try:
+        for name, data in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_bytes(data)
+        from wfrl.training.attack import attack
+        attack(dataclasses.replace(acfg, out=str(work)), progress=lambda line: None,
+               resume=bool(files))
+        out = _folder_files(work)
+        d = json.loads(out["experiment_config.json"])
+        d["out"] = acfg.out
+        out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _folder_files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")}
+
+
+def _attacks_on_ray(jobs: list, address: str, threads: int) -> None:
+    """Each job's best response as a Ray task on the cluster at `address` (declaring `threads`
+    CPUs); each folder's files written back here, atomically, as its task ends."""
+    from wfrl.runlog import atomic_write_bytes
+    from wfrl.collect.jobs import RayVisitPool
+    pool = RayVisitPool(address, threads, _ray_attack, what="best response")
+    try:
+        for i, (acfg, _tag) in enumerate(jobs):
+            out = Path(acfg.out)
+            pool.submit(i, (acfg, _folder_files(out) if out.exists() else {}))
+        for i, (acfg, _tag) in enumerate(jobs):
+            for name, data in pool.result(i).items():
+                target = Path(acfg.out) / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(target, data)
+    finally:
+        pool.close()

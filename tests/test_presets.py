@@ -102,3 +102,40 @@ def test_ppo_step_applies_the_first_fix_bonus():
             col.close()
         losses.append((sum(e.env_return for e in eps), ustats["value_loss"]))
     assert losses[0][0] == losses[1][0] and losses[0][1] != losses[1][1]
+
+
+def test_bare_train_resolves_to_the_shipped_recipe():
+    """`wfrl train --workflow critical_first --red-agent mixed` trains with the settings of the
+    command recorded in the shipped checkpoint's provenance, its budget, evaluation cadence,
+    seed and collector aside; and with the alignment settings the checkpoint stores."""
+    import dataclasses
+    import shlex
+
+    from wfrl.api import single_run_of, train_setting_names
+    from wfrl.cli.parser import build_parser
+    from wfrl.runlog import load_checkpoint
+
+    def resolve(argv):
+        a = build_parser().parse_args(argv)
+        settings = {n: getattr(a, n) for n in train_setting_names()
+                    if getattr(a, n, None) is not None}
+        preset = settings.pop("ppo_preset", None)
+        ppo_given = {k: v for k, v in settings.items() if k in PPOConfig.__dataclass_fields__}
+        given = {k: v for k, v in settings.items() if k in TrainConfig.__dataclass_fields__}
+        return single_run_of(given, ppo_given, preset)
+
+    ck = load_checkpoint("pretrained:critical_first")
+    command = ck["provenance"]["command"].split(";")[0]
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "wfrl"]
+    shipped, bare = resolve(argv[3:]), resolve(["train", "--workflow", "critical_first",
+                                                "--red-agent", "mixed"])
+    aside = {"total_episodes", "min_episodes", "eval_every", "eval_episodes", "seed",
+             "collector", "n_workers", "out"}
+    assert {k: v for k, v in dataclasses.asdict(bare).items() if k not in aside} == \
+        {k: v for k, v in dataclasses.asdict(shipped).items() if k not in aside}
+    assert bare.ppo.lr_final == 0.1 and bare.ppo.first_fix_bonus is False   # not vacuous
+    for key in ("alignment_lambda", "count_foothold", "compliance_threshold", "red_agent"):
+        assert getattr(bare, key) == ck["config"][key], key
+    net = bare.ppo.net().to_dict()     # the checkpoint predates the belief and truth inputs
+    assert {k: net[k] for k in ck["net"]} == ck["net"] and not net["belief"]

@@ -65,8 +65,7 @@ def train_run(settings: dict) -> dict:
     the single-workflow run with `workflow`, else the search (`resume`: continue that search's
     directory), with the command's presets and defaults. Returns the run's summary. The one
     function behind the command and wfrl.train()."""
-    from wfrl.config.run import (DEFAULT_PRESET, PPOConfig, SearchConfig, TrainConfig,
-                                 preset_settings)
+    from wfrl.config.run import PPOConfig, SearchConfig, TrainConfig, preset_settings
     unknown = [k for k in settings if k not in train_setting_names()]
     if unknown:
         raise UserError(f"wfrl train has no setting {unknown[0]!r} ({flag_name(unknown[0])})")
@@ -94,24 +93,14 @@ def train_run(settings: dict) -> dict:
         from wfrl.search.loop import search
         from wfrl.search.state import resume_config
         return search(resume_config(resume, runtime), resume=True)
-    run_preset, ppo_preset = preset_settings(preset or DEFAULT_PRESET)
-    ppo = PPOConfig(**{**ppo_preset, **ppo_given})
     if workflow is not None:
-        bad = [k for k in given if k not in train_names]
-        if bad:
-            raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
-                            "with --workflow")
-        cfg = TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
         from wfrl.training.run import train as train_one
-        return train_one(cfg)
+        return train_one(single_run_of(given, ppo_given, preset))
+    run_preset, ppo_preset = preset_settings(preset)
+    ppo = PPOConfig(**{**ppo_preset, **ppo_given})
     bad = [k for k in given if k not in search_names]
     if bad:
         raise UserError(f"{flag_name(bad[0])} applies to single-workflow training (--workflow)")
-    if (preset or DEFAULT_PRESET) == "recipe":
-        # the search's base is trained like the ground truth's conditioned policy: the schedules
-        # run over the pretraining, no first-fix bonus (unless flags say otherwise)
-        from wfrl.config.run import RECIPE_SCHEDULE
-        ppo = PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE, **ppo_given})
     cfg = SearchConfig(**given, ppo=ppo).validate()   # bad input refused before torch loads
     from wfrl.search.bases import search_defaults
     from wfrl.search.loop import search
@@ -119,6 +108,19 @@ def train_run(settings: dict) -> dict:
     if fill:
         cfg = SearchConfig(**{**given, **fill}, ppo=ppo).validate()
     return search(cfg, note=note)
+
+
+def single_run_of(given: dict, ppo_given: dict, preset: str | None = None) -> TrainConfig:
+    """The single-workflow run `wfrl train --workflow W` starts: the preset (default: the
+    recipe, the shipped policies' command) with the run's and PPO's settings given over it."""
+    from wfrl.config.run import PPOConfig, preset_settings
+    bad = [k for k in given if k not in field_names(TrainConfig)]
+    if bad:
+        raise UserError(f"{flag_name(bad[0])} belongs to the workflow search; it does not apply "
+                        "with --workflow")
+    run_preset, ppo_preset = preset_settings(preset)
+    ppo = PPOConfig(**{**ppo_preset, **ppo_given})
+    return TrainConfig(**{**run_preset, **given}, ppo=ppo).validate()
 
 
 def single_run_config(run_dir, overrides: dict) -> TrainConfig | None:

@@ -41,13 +41,10 @@ def train(a) -> int:
 def exhaustive(a) -> int:
     from wfrl.config.run import DEFAULT_PRESET, ExhaustiveConfig, PPOConfig, preset_settings
     preset = a.ppo_preset or DEFAULT_PRESET
-    run_preset, ppo_preset = preset_settings(preset)
     given = _given(a, field_names(ExhaustiveConfig))
+    run_preset, ppo_preset = preset_settings(preset, given.get("protocol", ExhaustiveConfig.protocol))
     if "episodes_per_update" not in given and preset == "recipe":
         given["episodes_per_update"] = run_preset["episodes_per_update"]
-    if given.get("protocol") == "recipe":
-        from wfrl.config.run import RECIPE_SCHEDULE
-        ppo_preset = {**ppo_preset, **RECIPE_SCHEDULE}
     ppo = PPOConfig(**{**ppo_preset, **_given(a, field_names(PPOConfig))})
     cfg = ExhaustiveConfig(**given, ppo=ppo).validate()
     if cfg.protocol == "recipe":

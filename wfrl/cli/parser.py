@@ -154,9 +154,11 @@ def _add_ppo(parser, preset_help):
     from wfrl.config.run import PPO_PRESETS, PPOConfig
     g = parser.add_argument_group("PPO")
     g.add_argument("--ppo-preset", default=None, metavar="|".join(PPO_PRESETS), help=preset_help)
-    notes = {}
-    for name in ("memory", "mask"):
-        notes[name] = "recipe on, original off"
+    def shown(v):
+        return ("on" if v else "off") if isinstance(v, bool) else str(v)
+    recipe, original = PPO_PRESETS["recipe"]["ppo"], PPO_PRESETS["original"]["ppo"]
+    notes = {name: f"recipe {shown(recipe[name])}, original {shown(original[name])}"
+             for name in recipe if recipe[name] != original.get(name)}
     _add_settings(g, (PPOConfig,), notes=notes)
 
 
@@ -175,9 +177,10 @@ def _add_train(sub):
                                                                 "(recipe; original 10)",
                          "eval_every": "recipe 5000, original 0"})
     _add_ppo(p, "starting point for the learner settings, overridden by the flags given: recipe "
-                "(default: 200 episodes per update with --workflow, memory, mask, periodic "
-                "evaluation) or original (the original system: 10 episodes per update, "
-                "observation only)")
+                "(default: the shipped policies' command: 200 episodes per update with "
+                "--workflow, memory, mask, per-network clip, schedules annealed to 0.1, no "
+                "first-fix bonus, periodic evaluation) or original (the original system: 10 "
+                "episodes per update, observation only)")
 
 
 def _add_attack(sub):

@@ -70,7 +70,8 @@ class PPOConfig(Settings):
     """The alignment rule's first-fix bonus (the original system's rule): the compliance rate
     starts each episode at 0.5, so the first compliant fix earns λ/2. It speeds early learning,
     but, earned soonest by a fix at step 1, it teaches a pointless fix there; without it
-    (--no-first-fix-bonus) long runs end better, short ones (the search) learn too slowly."""
+    (--no-first-fix-bonus, the recipe) long runs end better, short ones from scratch learn too
+    slowly."""
     lr_final: float = setting(1.0, check=non_negative)
     """Final learning rate of a single-workflow run, a fraction of --lr (linear; 1 = constant)."""
     entropy_final: float = setting(1.0, check=non_negative)
@@ -113,18 +114,19 @@ class PPOConfig(Settings):
                        reds)
 
 
-# Named starting points for the learner; flags given on the command line override them.
-#   recipe   (default) what the ablations in docs/training.md support: 200 episodes per update,
-#            memory block and action mask, the two networks' gradient norms clipped apart, the
-#            greedy policy evaluated every 5,000 episodes (best.pt); constant learning rate and
-#            entropy weight (annealing them did not help in the ablation).
+# Named starting points for the learner; flags given on the command line override them. The one
+# place presets are resolved: preset_settings() (every command that trains takes them from it).
+#   recipe   (default) the shipped policies' command (docs/training.md): 200 episodes per update,
+#            memory block and action mask, the two networks' gradient norms clipped apart,
+#            learning rate and entropy weight annealed to a tenth, no first-fix bonus, the greedy
+#            policy evaluated every 5,000 episodes (best.pt).
 #   original the original system's learner: 10 episodes per update, observation and workflow
 #            only, constant schedules, one joint gradient-norm clip, no periodic evaluation, no
-#            overlap, and its alignment rule with the first-fix bonus (today's default too).
+#            overlap, and its alignment rule with the first-fix bonus (the dataclass defaults).
 PPO_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "recipe": {"train": {"episodes_per_update": 200, "eval_every": 5000},
-               "ppo": {"memory": True, "mask": True, "lr_final": 1.0, "entropy_final": 1.0,
-                       "first_fix_bonus": True, "clip_per_net": True}},
+               "ppo": {"memory": True, "mask": True, "lr_final": 0.1, "entropy_final": 0.1,
+                       "first_fix_bonus": False, "clip_per_net": True}},
     "original": {"train": {"episodes_per_update": 10, "eval_every": 0, "overlap": False},
                  "ppo": {"memory": False, "mask": False, "lr_final": 1.0, "entropy_final": 1.0,
                          "first_fix_bonus": True, "clip_per_net": False}},
@@ -166,11 +168,22 @@ def with_older_runs_ppo(stored_ppo: dict) -> dict:
     return {**PPO_SETTINGS_OF_OLDER_RUNS, **stored_ppo}
 
 
-def preset_settings(name: str) -> tuple[dict, dict]:
-    """(run settings, PPO settings) of a preset."""
+# The schedule `wfrl exhaustive`'s older protocols (finetune, conditioned) were measured with:
+# constant, with the first-fix bonus. Under the recipe preset they keep it.
+OLDER_PROTOCOL_SCHEDULE = {"lr_final": 1.0, "entropy_final": 1.0, "first_fix_bonus": True}
+
+
+def preset_settings(name: str | None, protocol: str | None = None) -> tuple[dict, dict]:
+    """(run settings, PPO settings) of a preset (None: the default, recipe) for `wfrl train`,
+    `wfrl exhaustive --protocol recipe` and the benchmarks; with `protocol`, for that protocol
+    of `wfrl exhaustive`."""
+    name = name or DEFAULT_PRESET
     check_choice("--ppo-preset", name, tuple(PPO_PRESETS))
     p = PPO_PRESETS[name]
-    return dict(p["train"]), dict(p["ppo"])
+    ppo = dict(p["ppo"])
+    if name == "recipe" and protocol in ("finetune", "conditioned"):
+        ppo.update(OLDER_PROTOCOL_SCHEDULE)
+    return dict(p["train"]), ppo
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,11 +488,6 @@ class ExhaustiveConfig(Settings):
 
 
 DEFAULT_PRETRAIN = {"finetune": 10_000, "conditioned": 40_000, "recipe": 60_000}
-
-# The single-workflow recipe's schedule (README: the shipped policy's command), which
-# `wfrl exhaustive --protocol recipe` trains its conditioned policy with unless flags say otherwise.
-RECIPE_SCHEDULE = {"lr_final": 0.1, "entropy_final": 0.1, "first_fix_bonus": False}
-
 
 # ---------------------------------------------------------------------------------------------
 # A red learner's run

@@ -398,14 +398,14 @@ def bench_attack_train(defender: str = "pretrained:critical_first",
     rate over blue's."""
     import tempfile
 
-    from wfrl.config.run import (ATTACK_PPO, RECIPE_SCHEDULE, AttackConfig, PPOConfig,
-                                 preset_settings, resolve_collector)
+    from wfrl.config.run import (ATTACK_PPO, AttackConfig, PPOConfig, preset_settings,
+                                 resolve_collector)
     from wfrl.training.attack import attack, load_defender
     load_defender(defender, None)     # a bad defender is said before any run
     say = progress or (lambda line: None)
     collector = resolve_collector(collector)
     _, ppo_preset = preset_settings("recipe")
-    blue = {"ppo": PPOConfig(**{**ppo_preset, **RECIPE_SCHEDULE})}
+    blue = {"ppo": PPOConfig(**ppo_preset)}
     walls: dict = {"recipe": [], "red": []}
     for r in range(repeats):
         walls["recipe"] += _train_walls(

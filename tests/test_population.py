@@ -294,7 +294,7 @@ def test_best_responses_as_ray_tasks_are_the_local_ones(two_per_round, tmp_path)
     test process has joined), their folders shipped back whole; the records are the ones of
     worker processes."""
     from wfrl.collect.ray.local import LocalRay
-    from wfrl.config.run import PopulationConfig
+    from wfrl.config.duel import PopulationConfig
     from wfrl.training.population import population
     argv = dict(zip(TINY[::2], TINY[1::2]))
     cfg = PopulationConfig(rounds=1, best_responses=2, attack_episodes=400, attack_eval_every=200,

@@ -259,7 +259,8 @@ def report(a) -> int:
 
 
 def attack(a) -> int:
-    from wfrl.config.run import ATTACK_PPO, AttackConfig, PPOConfig
+    from wfrl.config.duel import ATTACK_PPO, AttackConfig
+    from wfrl.config.run import PPOConfig
     given = _given(a, field_names(AttackConfig))
     if a.resume is not None:
         if given or _given(a, field_names(PPOConfig)):
@@ -275,7 +276,8 @@ def attack(a) -> int:
 
 
 def population(a) -> int:
-    from wfrl.config.run import POPULATION_PPO, PopulationConfig, PPOConfig
+    from wfrl.config.duel import POPULATION_PPO, PopulationConfig
+    from wfrl.config.run import PPOConfig
     given = _given(a, field_names(PopulationConfig))
     if a.resume is not None:
         if given or _given(a, field_names(PPOConfig)):

@@ -184,7 +184,8 @@ def _add_train(sub):
 
 
 def _add_attack(sub):
-    from wfrl.config.run import AttackConfig, PPOConfig
+    from wfrl.config.duel import AttackConfig
+    from wfrl.config.run import PPOConfig
     p = sub.add_parser("attack", help="train a red best response to a frozen defender (red as an "
                                       "agent; docs/duel.md)",
                        description="Red learns, with wfrl's PPO, to attack a frozen blue "
@@ -198,7 +199,8 @@ def _add_attack(sub):
 
 
 def _add_population(sub):
-    from wfrl.config.run import PopulationConfig, PPOConfig
+    from wfrl.config.duel import PopulationConfig
+    from wfrl.config.run import PPOConfig
     p = sub.add_parser("population", help="train a defender against a growing population of "
                                           "reds that learn (double oracle; docs/robustness.md)",
                        description="Each round: a red best response to the current defender "

@@ -398,8 +398,8 @@ def bench_attack_train(defender: str = "pretrained:critical_first",
     rate over blue's."""
     import tempfile
 
-    from wfrl.config.run import (ATTACK_PPO, AttackConfig, PPOConfig, preset_settings,
-                                 resolve_collector)
+    from wfrl.config.duel import ATTACK_PPO, AttackConfig
+    from wfrl.config.run import PPOConfig, preset_settings, resolve_collector
     from wfrl.training.attack import attack, load_defender
     load_defender(defender, None)     # a bad defender is said before any run
     say = progress or (lambda line: None)

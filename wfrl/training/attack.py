@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from wfrl._version import __version__
-from wfrl.config.run import AttackConfig
+from wfrl.config.duel import AttackConfig
 from wfrl.envs.base import EP_LEN, is_leaderboard
 from wfrl.errors import UserError
 from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE, episode_seeds

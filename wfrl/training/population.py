@@ -41,7 +41,8 @@ import numpy as np
 
 from wfrl._version import __version__
 from wfrl.config.names import LEARNED_PREFIX, POPULATION_PREFIX, expand_reds
-from wfrl.config.run import ATTACK_PPO, AttackConfig, PopulationConfig, PPOConfig
+from wfrl.config.duel import ATTACK_PPO, AttackConfig, PopulationConfig
+from wfrl.config.run import PPOConfig
 from wfrl.errors import UserError
 from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, load_checkpoint, locked_dir,

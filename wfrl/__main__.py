@@ -31,7 +31,7 @@ def quick_exit() -> bool:
 
 
 def _leave(code: int) -> None:
-    threading._shutdown()     # what Python's exit does first: thread pools told to stop, joined
+    threading._shutdown()  # type: ignore[attr-defined]  # what Python's exit does first: thread pools told to stop, joined
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -155,11 +155,15 @@ def _run_api(settings: dict) -> dict:
         import torch  # noqa: F401  (the [train] extra: said here in one line, not deep inside)
     except ModuleNotFoundError as exc:
         from wfrl.errors import missing_extra
-        raise missing_extra(exc, "wfrl.train()") from None
+        failed = missing_extra(exc, "wfrl.train()")
+        if failed is None:
+            raise
+        raise failed from None
     with command_threads():
         summary = train_run(settings)
     from wfrl.config.run import SearchConfig
     out = Path(settings.get("resume") or settings.get("out") or SearchConfig.out)
+    ck: Path | None
     if settings.get("workflow") is not None or (settings.get("resume") and
                                                  single_run_config(out, {}) is not None):
         best = out / "best.pt"

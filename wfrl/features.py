@@ -159,7 +159,7 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
         comp_seen |= seen[:, t]
         has = scan[:, t].any(axis=1)
         last_scan = np.where(has, np.argmax(scan[:, t], axis=1), last_scan)
-        if memory:
+        if feats is not None:
             f = feats[:, t]
             f[:, :H] = scanned
             f[r[last_scan >= 0], H + last_scan[last_scan >= 0]] = 1.0
@@ -171,7 +171,7 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
             f[:, 4 * H:5 * H] = np.divide(placed, _USEFUL_COUNT, out=np.zeros_like(placed),
                                           where=_USEFUL_COUNT > 0)
             f[:, 5 * H] = t / EP_LEN
-        if mask:
+        if allowed is not None:
             m = allowed[:, t]
             m[:, MONITOR] = False
             open_ = open_decoys(useful[None, :], decoys)          # [rows, H]

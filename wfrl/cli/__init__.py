@@ -55,10 +55,10 @@ def main(argv=None) -> int:
     except ModuleNotFoundError as exc:   # a command whose extra is not installed
         from wfrl.errors import missing_extra
         cmd = "wfrl" if args is None else f"wfrl {args.command}"
-        failed = missing_extra(exc, cmd)
-        if failed is None:
+        missing = missing_extra(exc, cmd)
+        if missing is None:
             raise
-        print(f"wfrl: error: {failed}", file=sys.stderr)
+        print(f"wfrl: error: {missing}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("wfrl: interrupted", file=sys.stderr)

@@ -250,7 +250,7 @@ def report(a) -> int:
     _episode_defaults(a)
     from wfrl.evaluation.replay import report_html, write_page
     out = a.html or str(Path(a.run_dir) / "report.html")
-    warnings = []
+    warnings: list[str] = []
     write_page(out, report_html(a.run_dir, a.backend, a.red_agent, a.seed, a.episode, warnings))
     for w in warnings:   # after the page is written: a failed report says one line only
         print(f"wfrl: warning: {w}", file=sys.stderr)

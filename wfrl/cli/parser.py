@@ -66,7 +66,8 @@ def _add_settings(parser, classes, notes=None, labels=None, exclude=("ppo",)):
             shown = []
             for c in owners:
                 g = next(g for g in dataclasses.fields(c) if g.name == name)
-                value = g.default if g.default is not dataclasses.MISSING else g.default_factory()
+                value = g.default if g.default is not dataclasses.MISSING else \
+                    g.default_factory() if callable(g.default_factory) else None
                 shown.append(((labels or {}).get(c, ""), _default_text(value)))
             values = {v for _, v in shown}
             default = shown[0][1] if len(values) == 1 else " / ".join(f"{lab} {v}".strip()
@@ -74,7 +75,7 @@ def _add_settings(parser, classes, notes=None, labels=None, exclude=("ppo",)):
         if labels and len(owners) < len(classes):
             doc = f"{labels[owners[0]]}: {doc}"
         help_text = f"{doc} (default: {default})" if default else doc
-        kw = {"default": None, "help": help_text}
+        kw: dict[str, object] = {"default": None, "help": help_text}
         if kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         else:

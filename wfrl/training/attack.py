@@ -22,6 +22,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE, episode_seeds
 from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, save_checkpoint,
                          tensorboard_log, truncate_csv, write_json)
 from wfrl.stats import standard_error
+
+if TYPE_CHECKING:
+    from wfrl.ppo.netspec import NetSpec
 
 LOG_COLUMNS = ["Update", "Episodes", "Blue_Return", "Blue_Return_SE", "Red_Return",
                "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
@@ -75,7 +79,7 @@ class Defender:
     policy: object        # wfrl._core.Policy, greedy
     checkpoint: str
     workflow: str
-    net: object           # its NetSpec
+    net: NetSpec          # its flat-weights layout
 
     @property
     def describe(self) -> str:

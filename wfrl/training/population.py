@@ -175,7 +175,7 @@ class _Loop:
             write_json(config, {"mode": MODE, "wfrl_version": __version__, **cfg.to_dict()})
         (self.path / "defenders").mkdir(exist_ok=True)
         (self.path / "rounds").mkdir(exist_ok=True)
-        self.tb = None
+        self.tb: TensorBoardLog | None = None
 
     # -- where things are
     def round_dir(self, k: int) -> Path:
@@ -218,6 +218,8 @@ class _Loop:
                 self.tb.close()
 
     def _tb_exploitability(self, d: int, attack: dict) -> None:
+        if self.tb is None:
+            return
         self.tb.scalars({"population/exploitability": attack["exploitability"],
                          "population/vs_strongest_red": attack["vs_red"]["mean"]}, d)
 
@@ -368,7 +370,8 @@ class _Loop:
         weights, net, wf, lam, foothold = policy_of_checkpoint(str(self.defender_path(k)),
                                                                cfg.workflow)
         eps = range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + cfg.eval_episodes)
-        out, comp = {}, []
+        out: dict = {}
+        comp: list[float] = []
         for red in ("B_lineAgent", "RedMeanderAgent"):
             s = summarise(play(make_backend(cfg.backend, red, seed=cfg.seed), weights, net,
                                Workflow.parse(wf), lam, foothold, eps, cfg.seed, greedy=True))

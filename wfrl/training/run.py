@@ -42,8 +42,8 @@ class BestKeeper:
         self.backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
         self.log = CsvLog(run.file("eval_log.csv"), EVAL_COLUMNS, fresh=fresh)
         self.rows = len(read_csv(run.file("eval_log.csv")))
-        self.best = None  # (feasible, reward) of the best evaluation
-        self.best_row = None
+        self.best: tuple | None = None  # (feasible, reward) of the best evaluation
+        self.best_row: dict | None = None
 
     def due(self, episodes_before: int, episodes: int) -> bool:
         k = self.cfg.eval_every
@@ -163,8 +163,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
     learner = PPOLearner(cfg.ppo, seed=cfg.seed)
     if start is not None:
         learner.model.load_state_dict(start)   # weights only; the optimiser starts fresh
-    saved = committed["resume"] if resuming else {}
-    if resuming:
+    saved = committed["resume"] if committed is not None else {}
+    if committed is not None:
         learner.load_state(committed)
         truncate_csv(run.file("training_log.csv"), LOG_COLUMNS, saved["update"])
         if cfg.eval_every > 0:

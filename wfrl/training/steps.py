@@ -128,11 +128,11 @@ class LearnerSteps:
         self.teacher = (None if ppo_cfg.teacher is None else
                         load_teacher(ppo_cfg.teacher, backend))
         self.first_fix = first_fix_reward(ppo_cfg, collector)  # step() adds it; logs count it
-        self._ahead = None      # (key, _Background, weights, version, conditioning)
+        self._ahead: tuple | None = None      # (key, _Background, weights, version, conditioning)
         import torch
         self._torch = torch
         self._learner_threads = max(1, int(threads))
-        self._threads = None    # the torch threads set last
+        self._threads: int | None = None    # the torch threads set last
 
     @property
     def behaviour(self) -> tuple[np.ndarray, int] | None:
@@ -264,7 +264,8 @@ def evaluate_policy(collector, learner, wf, first_episode: int, n: int, chunk: i
     """n episodes of the learner's current policy (sampling, as in training) on workflow wf,
     numbered first_episode.., collected `chunk` at a time: mean env return, its standard error and
     mean compliance."""
-    returns, comps = [], []
+    returns: list[float] = []
+    comps: list[float] = []
     while len(returns) < n:
         k = min(chunk, n - len(returns))
         eps = collector.collect(learner.flat_weights(), learner.version, wf,

@@ -28,8 +28,10 @@ def _texts():
 
 
 def test_readme_is_a_front_door():
-    size = (ROOT / "README.md").stat().st_size
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    size, lines = len(text.encode()), len(text.splitlines())
     assert size <= 12_000, f"README.md is {size} bytes (≤ 12,000): move detail to docs/"
+    assert lines <= 120, f"README.md is {lines} lines (≤ 120): move detail to docs/"
 
 
 def test_every_named_path_exists():

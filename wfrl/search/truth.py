@@ -185,7 +185,7 @@ def train_conditioned(cfg, out: Path, progress):
     steps = LearnerSteps(collector, cfg.ppo)
     total = cfg.pretrain_episodes
     t0 = time.perf_counter()
-    try:
+    with steps.running():
         for wf, n, eps, ustats, t_collect, t_update in pretrain(
                 steps, learner, cfg.seed, 0, done, total, cfg.episodes_per_update, updates):
             done += n
@@ -198,12 +198,6 @@ def train_conditioned(cfg, out: Path, progress):
                 progress(f"seed {cfg.seed}: {done}/{total} episodes, batch reward "
                          f"{row['Env_Reward']:.2f}, compliance {row['Compliance']:.3f} "
                          f"({time.perf_counter() - t0:.0f} s)")
-    except BaseException:
-        steps.abort()
-        raise
-    finally:
-        steps.cancel()
-        collector.close()
     save_checkpoint(policy, base_payload(learner, cfg.ppo, total, red_agent=cfg.red_agent,
                                          backend=cfg.backend,
                                          config={"alignment_lambda": cfg.alignment_lambda}))

@@ -205,7 +205,7 @@ def run_visit(job: dict) -> dict:
         _worker_backends.update({"key": key, "open": {}})
     backends = _worker_backends["open"]
     rows = []
-    try:
+    with steps.running():
         while True:
             row, ustats, stop = visit_update(cfg, steps, learner, visit, job["first_episode"],
                                              job["budget"])
@@ -218,11 +218,5 @@ def run_visit(job: dict) -> dict:
             if stop is not None:
                 break
         complete, played = measure_visit(cfg, steps, collector, learner, visit, stop, backends)
-    except BaseException:
-        steps.abort()
-        raise
-    finally:
-        steps.cancel()
-        collector.close()
     return {"visit": as_plain(visit), "rows": rows, "complete": complete,
             "payload": learner.state(), "eval_episodes": played}

@@ -425,7 +425,7 @@ class _Loop:
         first = (k - 1) * total             # the round's training episodes: its own range
         upd0 = (k - 1) * -(-total // per)   # and its own workflow draws
         self.progress(f"round {k}: training D{k - 1} on against the population, {total} episodes")
-        try:
+        with steps.running():
             while done < total:
                 learner.set_progress(done / total)
                 wf = pretrain_workflow(cfg.seed, upd0 + update)
@@ -452,12 +452,6 @@ class _Loop:
                 save_checkpoint(commit, {**self._defender_payload(learner.state(), k, done),
                                          "resume": {"update": update, "episodes": done,
                                                     "behaviour": ahead_state}})
-        except BaseException:
-            steps.abort()
-            raise
-        finally:
-            steps.cancel()
-            collector.close()
         rows = read_csv(ddir / "training_log.csv")
         save_checkpoint(self.defender_path(k), self._defender_payload(
             learner.state(), k, int(prev.get("episodes", 0)) + total))

@@ -10,6 +10,7 @@ ranges in wfrl.rng.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -248,6 +249,20 @@ class LearnerSteps:
         backends share Python's global random module with the collection."""
         if self._ahead is not None:
             self._ahead[1].join(None)
+
+    @contextlib.contextmanager
+    def running(self):
+        """`with steps.running():` around a loop of step() calls. However the block ends, the
+        batch collected ahead is dealt with (aborted on an exception: Ctrl-C, SIGTERM, an error;
+        else waited for and dropped) and the collector is closed."""
+        try:
+            yield self
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self.cancel()
+            self.collector.close()
 
     def cancel(self) -> None:
         """Wait for the batch being collected ahead, if any, and drop it (its episodes are

@@ -136,7 +136,13 @@ def test_recorded_episodes_replay_exactly(name):
 @pytest.fixture(scope="module")
 def records():
     """{(reference, red, policy): (CybORG summary, simulator summary)}, the simulator played by
-    the reference's code; and B_line/sleep's full trajectories on both (installed code)."""
+    the reference's code; and B_line/sleep's full trajectories on both (installed code). Played
+    once per test session (~45 s), whichever process asks first."""
+    from _helpers import made_once
+    return made_once("parity_records", _records)
+
+
+def _records():
     pairs, sim_full = {}, {}
     for name, ref in REFERENCES.items():
         _, cy, _ = _reference(name)

@@ -164,11 +164,25 @@ def _records(out):
     return rec
 
 
+def _session_run(name, *flags, tensorboard=False):
+    """A population run of TINY and `flags` (with TensorBoard files in the run's parent/tb),
+    made once per test session (in its directory) and shared by the test processes."""
+    from pathlib import Path
+
+    from _helpers import made_once
+
+    def make():
+        out = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / name / "run"
+        tb = ("--tensorboard", out.parent / "tb") if tensorboard else ()
+        res = run_wfrl("population", *TINY, *flags, *tb, "--out", out)
+        assert res.returncode == 0, res.stderr
+        return out, res.stderr
+    return made_once(name, make)
+
+
 @pytest.fixture(scope="module")
-def short_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("population") / "run"
-    res = run_wfrl("population", *TINY, "--out", out, "--tensorboard", out.parent / "tb")
-    assert res.returncode == 0, res.stderr
+def short_run():
+    out, _ = _session_run("population_short", tensorboard=True)
     return out
 
 
@@ -252,11 +266,9 @@ def _attack_records(folder):
 
 
 @pytest.fixture(scope="module")
-def two_per_round(tmp_path_factory):
-    out = tmp_path_factory.mktemp("population_k2") / "run"
-    res = run_wfrl("population", *TINY, "--rounds", "1", "--best-responses", "2", "--out", out)
-    assert res.returncode == 0, res.stderr
-    assert "[attack 2]" in res.stderr       # the second best response ran in a worker
+def two_per_round():
+    out, stderr = _session_run("population_k2", "--rounds", "1", "--best-responses", "2")
+    assert "[attack 2]" in stderr       # the second best response ran in a worker
     return out
 
 

@@ -1,7 +1,8 @@
 """Whole jobs in parallel: K worker processes on this machine (LocalVisitPool, run_all) or Ray
-tasks on a cluster (RayVisitPool), each job fn(*args) with a module-level fn, its result handed
-back. Used by the workflow search's concurrent visits and seeds' runs (wfrl.search.concurrent)
-and by population training's best responses (wfrl.training.population).
+tasks on a cluster (RayVisitPool; run_folders_on_ray for runs that keep their records in a
+folder), each job fn(*args) with a module-level fn, its result handed back. Used by the workflow
+search's concurrent visits and seeds' runs (wfrl.search.concurrent) and by population
+training's best responses (wfrl.training.population).
 
 Both pools redo a job whose worker died (a killed process, a lost Ray node): a job's result
 depends on its arguments alone (a run continues from what it saved), so the redo gives what the
@@ -193,5 +194,70 @@ def run_all(fn, arg_tuples: list, k: int) -> list:
         for i, args in enumerate(arg_tuples):
             pool.submit(i, args)
         return [pool.result(i) for i in range(len(arg_tuples))]
+    finally:
+        pool.close()
+
+
+def folder_files(folder) -> dict[str, bytes]:
+    """A run folder's files by path relative to it (nested ones included; dotfiles, such as the
+    run's lock, left out); {} for a folder that does not exist yet."""
+    from pathlib import Path
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")}
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def ray_run_in_folder(run_one, sub, files: dict) -> dict:
+    """One run as a Ray task: its folder (`files`, what the driver holds of it) laid out in a
+    temp dir of the node, the run continued there (run_one(sub with that --out, progress)), and
+    the folder handed back. The folder's stored settings name the driver's folder, not the
+    node's."""
+    import dataclasses
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    work = Path(tempfile.mkdtemp(prefix="wfrl-run-"))
+    try:
+        for name, data in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_bytes(data)
+        run_one(dataclasses.replace(sub, out=str(work)), _quiet)
+        out = folder_files(work)
+        config = out.get("experiment_config.json")
+        if config is not None:
+            d = json.loads(config)
+            if "out" in d:
+                d["out"] = sub.out
+                out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True)
+                                                 + "\n").encode()
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_folders_on_ray(run_one, subs: list, address: str | None, cpus: float) -> None:
+    """Every run of `subs` (configs, each with its own --out) as a Ray task (ray_run_in_folder)
+    on the cluster at `address`, each declaring `cpus` CPUs: each folder's files are shipped to
+    its task and written back here (atomically, file by file) as it ends, in the order given."""
+    from pathlib import Path
+
+    from wfrl.runlog import atomic_write_bytes
+    pool = RayVisitPool(address, cpus, ray_run_in_folder, what="run")
+    try:
+        for i, sub in enumerate(subs):
+            pool.submit(i, (run_one, sub, folder_files(sub.out)))
+        for i, sub in enumerate(subs):
+            for name, data in pool.result(i).items():
+                target = Path(sub.out) / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(target, data)
     finally:
         pool.close()

@@ -5,7 +5,7 @@ a pool only trains. The pools (wfrl.collect.jobs) redo a visit whose worker died
 """
 from __future__ import annotations
 
-from wfrl.collect.jobs import LocalVisitPool, RayVisitPool, run_all
+from wfrl.collect.jobs import LocalVisitPool, RayVisitPool, run_all, run_folders_on_ray
 
 
 def local_run_visit(job: dict) -> dict:
@@ -24,39 +24,6 @@ def stderr_progress(line: str) -> None:
     """A run's progress line, printed by the worker that runs it."""
     import sys
     print(line, file=sys.stderr, flush=True)
-
-
-def _quiet(_line: str) -> None:
-    pass
-
-
-def ray_run_seed(run_one, sub, files: dict) -> dict:
-    """One seed's run of `wfrl exhaustive` as a Ray task: the run's folder (`files`, name ->
-    bytes, what the driver holds of it) laid out in a temp dir of the node, the run continued
-    there (run_one(sub, progress)), and the folder handed back. The folder's stored settings
-    name the driver's folder, not the node's."""
-    import dataclasses
-    import json
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    work = Path(tempfile.mkdtemp(prefix="wfrl-seed-"))
-    try:
-        for name, data in files.items():
-            (work / name).write_bytes(data)
-        run_one(dataclasses.replace(sub, out=str(work)), _quiet)
-        out = {p.name: p.read_bytes() for p in work.iterdir() if p.is_file()}
-        config = out.get("experiment_config.json")
-        if config is not None:
-            d = json.loads(config)
-            if "out" in d:
-                d["out"] = sub.out
-                out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True)
-                                                 + "\n").encode()
-        return out
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def visit_cpus(collector: str, n_workers: int) -> int:
@@ -99,23 +66,7 @@ def run_seeds(run_one, result_of, subs: list, k: int, progress, what: str) -> li
 
 
 def run_seeds_on_ray(run_one, result_of, subs: list, address: str | None, cpus: int) -> list:
-    """Every seed's run of `subs` as a Ray task (ray_run_seed) on the cluster at `address`, each
-    declaring `cpus` CPUs; each folder's files are shipped to its task and written back here
-    (atomically, file by file) as it ends; result_of(sub) of each, in seed order."""
-    from pathlib import Path
-
-    from wfrl.runlog import atomic_write_bytes
-    pool = RayVisitPool(address, cpus, ray_run_seed, what="run")
-    try:
-        for i, sub in enumerate(subs):
-            files = {p.name: p.read_bytes() for p in Path(sub.out).iterdir()
-                     if p.is_file() and not p.name.startswith(".")}
-            pool.submit(i, (run_one, sub, files))
-        out = []
-        for i, sub in enumerate(subs):
-            for name, data in pool.result(i).items():
-                atomic_write_bytes(Path(sub.out) / name, data)
-            out.append(result_of(sub))
-        return out
-    finally:
-        pool.close()
+    """Every seed's run of `subs` as a Ray task (wfrl.collect.jobs.run_folders_on_ray), each
+    declaring `cpus` CPUs; result_of(sub) of each, in seed order."""
+    run_folders_on_ray(run_one, subs, address, cpus)
+    return [result_of(sub) for sub in subs]

@@ -289,8 +289,10 @@ class _Loop:
                      "  [attack]" if k == 1 else f"  [attack {j + 1}]") for j in todo]
             if len(jobs) == 1:
                 _attack_job(*jobs[0], progress=self.progress)
-            elif cfg.ray_address:
-                _attacks_on_ray(jobs, cfg.ray_address, threads)
+            elif cfg.ray_address:   # each folder shipped to its task and back
+                from wfrl.collect.jobs import run_folders_on_ray
+                run_folders_on_ray(_attack_run, [acfg for acfg, _ in jobs], cfg.ray_address,
+                                   threads)
             else:
                 from wfrl.collect.jobs import run_all
                 run_all(_attack_job, jobs, len(jobs))
@@ -513,61 +515,18 @@ class _Loop:
 
 
 # ------------------------------------------------------------------------- best responses
-def _attack_job(acfg: AttackConfig, tag: str, progress=None) -> dict:
-    """One best response (wfrl attack) in acfg.out, continued if a run is there: here, or in a
-    worker process (whose progress lines go to stderr, tagged)."""
+def _attack_run(acfg: AttackConfig, progress) -> dict:
+    """One best response (wfrl attack) in acfg.out, continued if a run is there."""
     from wfrl.training.attack import attack
+    return attack(acfg, progress=progress, resume=Path(acfg.out).exists())
+
+
+def _attack_job(acfg: AttackConfig, tag: str, progress=None) -> dict:
+    """_attack_run here, or in a worker process (whose progress lines go to stderr), its
+    progress lines tagged."""
     say = progress or functools.partial(_tagged_stderr, "")
-    return attack(acfg, progress=lambda line: say(f"{tag} {line}"),
-                  resume=Path(acfg.out).exists())
+    return _attack_run(acfg, lambda line: say(f"{tag} {line}"))
 
 
 def _tagged_stderr(tag: str, line: str) -> None:
     print(tag + line, file=sys.stderr, flush=True)
-
-
-def _ray_attack(acfg: AttackConfig, files: dict) -> dict:
-    """One best response as a Ray task: its folder (`files`, relative path -> bytes: what the
-    driver holds of it) laid out in a temp dir of the node, the run continued there, and every
-    file handed back (its stored settings name the driver's folder)."""
-    import shutil
-    import tempfile
-    work = Path(tempfile.mkdtemp(prefix="wfrl-attack-"))
-    try:
-        for name, data in files.items():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_bytes(data)
-        from wfrl.training.attack import attack
-        attack(dataclasses.replace(acfg, out=str(work)), progress=lambda line: None,
-               resume=bool(files))
-        out = _folder_files(work)
-        d = json.loads(out["experiment_config.json"])
-        d["out"] = acfg.out
-        out["experiment_config.json"] = (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
-        return out
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _folder_files(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")}
-
-
-def _attacks_on_ray(jobs: list, address: str, threads: int) -> None:
-    """Each job's best response as a Ray task on the cluster at `address` (declaring `threads`
-    CPUs); each folder's files written back here, atomically, as its task ends."""
-    from wfrl.runlog import atomic_write_bytes
-    from wfrl.collect.jobs import RayVisitPool
-    pool = RayVisitPool(address, threads, _ray_attack, what="best response")
-    try:
-        for i, (acfg, _tag) in enumerate(jobs):
-            out = Path(acfg.out)
-            pool.submit(i, (acfg, _folder_files(out) if out.exists() else {}))
-        for i, (acfg, _tag) in enumerate(jobs):
-            for name, data in pool.result(i).items():
-                target = Path(acfg.out) / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(target, data)
-    finally:
-        pool.close()

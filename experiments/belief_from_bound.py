@@ -5,7 +5,7 @@ become those of the belief block's first 39 floats (the kind columns start at ze
 other weight is copied. Where the belief is certain the new network acts exactly as the bound
 does; `wfrl train --init-from OUT --belief-input N` then trains it with the belief.
 
-    python -m experiments.belief_from_bound BOUND.pt OUT.pt [--particles 32]
+    python experiments/belief_from_bound.py BOUND.pt OUT.pt [--particles 32]
 """
 import argparse
 

@@ -14,7 +14,7 @@ not in the defender's observation: only an Analyse of the host shows its malware
 belief's privileged share on User2 at the steps red holds it privileged and no host above the
 user ones (B_line's User2 moment).
 
-    python -m experiments.belief_restores CHECKPOINT [CHECKPOINT ...] [--red RedMeanderAgent]
+    python experiments/belief_restores.py CHECKPOINT [CHECKPOINT ...] [--red RedMeanderAgent]
         [--episodes 500] [--backend sim] [--seed 153] [--json OUT]
 """
 import argparse

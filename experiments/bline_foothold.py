@@ -5,7 +5,7 @@ and with one Restore of the privileged user host injected at the first step >= 5
 one; then the same for a sleeping defender. Prints the mean return and the steps per episode a
 user host (User1-4) is privileged.
 
-    .venv/bin/python -m experiments.bline_foothold RUN/best.pt
+    .venv/bin/python experiments/bline_foothold.py RUN/best.pt
 """
 import sys
 

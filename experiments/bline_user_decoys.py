@@ -3,10 +3,10 @@ places one decoy (each kind, on each of User1-4) at step 0 — before B_line sca
 host at step 1 — against B_lineAgent on the simulator (300 episodes each). Prints the mean
 return and the steps per episode a user host is privileged, best placements first.
 
-    .venv/bin/python -m experiments.bline_user_decoys
+    .venv/bin/python experiments/bline_user_decoys.py
 """
 
-from experiments.bline_foothold import USERS, run
+from bline_foothold import USERS, run
 
 DECOY_BASE = {"Apache": 28, "Femitter": 41, "HarakaSMPT": 54, "Smss": 67, "SSHD": 80,
               "Svchost": 93, "Tomcat": 106, "Vsftpd": 119}

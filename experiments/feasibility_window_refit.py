@@ -3,7 +3,7 @@ with the 10-run ground truth when told each visit's fresh compliance (as the sea
 default --compliance-eval-episodes 200) and when told the training window that ended the visit
 instead (read from the run's progress lines; same visits, so a counterfactual refit, not a rerun).
 
-    .venv/bin/python -m experiments.feasibility_window_refit runs/feasibility
+    .venv/bin/python experiments/feasibility_window_refit.py runs/feasibility
 """
 import json
 import re

@@ -2,7 +2,7 @@
 trace (experiments/trace_episode.py output) on a backend for N episode seeds, and record red's true
 access and the reward per step.
 
-    .venv/bin/python -m experiments.open_loop_replay TRACE_FILE BACKEND N_EPISODES [STEPS]
+    .venv/bin/python experiments/open_loop_replay.py TRACE_FILE BACKEND N_EPISODES [STEPS]
 
 BACKEND: sim or cyborg (B_lineAgent). Episode k (k = 0 .. N-1) uses backend.seed(k) before reset,
 so the seeds do not depend on the backend. STEPS defaults to 14 (steps 0-13).
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from experiments.policy_anatomy import action_name
+from policy_anatomy import action_name
 from wfrl.envs import make_backend
 from wfrl.rng import episode_seeds
 from wfrl.envs.actions import HOSTS
@@ -219,7 +219,7 @@ def main():
     wall = time.time() - start
     backend.close()
 
-    cmd = "python -m experiments.open_loop_replay " + " ".join(sys.argv[1:])
+    cmd = "python experiments/open_loop_replay.py " + " ".join(sys.argv[1:])
     meta = (f"# command: {cmd} | {n} episodes in {wall:.1f} s | "
             f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     raw = os.path.join(d, f"open_loop_{ep}_{backend_name}_raw.txt")

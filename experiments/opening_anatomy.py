@@ -2,7 +2,7 @@
 against B_lineAgent and its mean return against B_lineAgent and RedMeanderAgent, 1,000 simulator
 episodes each (episode seed 4242, not used by training or its periodic evaluations).
 
-    .venv/bin/python -m experiments.opening_anatomy CHECKPOINT...
+    .venv/bin/python experiments/opening_anatomy.py CHECKPOINT...
 """
 import sys
 from collections import Counter

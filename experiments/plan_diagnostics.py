@@ -12,7 +12,7 @@ per-candidate rollout values against a reference from the true state (REF_ROUNDS
 of the same rollouts): bias and RMSE of the greedy action's value, and of each alternative's
 paired gain over it; how often a switch the planner made has a positive reference gain.
 
-    OMP_NUM_THREADS=1 python -m experiments.plan_diagnostics N [BUDGET_JSON] [--every K]
+    OMP_NUM_THREADS=1 python experiments/plan_diagnostics.py N [BUDGET_JSON] [--every K]
         [--no-oracle | --oracle-only] [--reds B_lineAgent,RedMeanderAgent]
 """
 import dataclasses

@@ -4,7 +4,7 @@ statistics (belief quality, switch rate, vetoes, fallbacks, time per decision). 
 --rollout-checkpoint PATH the rollouts continue with that checkpoint's policy (PlanningPolicy's
 rollout_checkpoint; e.g. the full-information bound's, which reads each particle's true state).
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m experiments.plan_vs_greedy N [mixture|known] [BUDGET_JSON]
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/plan_vs_greedy.py N [mixture|known] [BUDGET_JSON]
         [REDS] [--rollout-checkpoint PATH]
 """
 import json

@@ -2,7 +2,7 @@
 value after 30 and 50 steps), the steps per episode each host is privileged, the Restores per
 episode by decade of the episode, and the most frequent actions.
 
-    .venv/bin/python -m experiments.policy_anatomy CHECKPOINT [RED] [EPISODES]
+    .venv/bin/python experiments/policy_anatomy.py CHECKPOINT [RED] [EPISODES]
 
 CHECKPOINT: a run's best.pt / checkpoint.pt, or the shipped policy's file
 (wfrl/pretrained/critical_first.pt). Greedy actions, episode seeds from seed 77.

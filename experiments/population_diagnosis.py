@@ -2,7 +2,7 @@
 per defender, red and workflow, the return, blue's Restores and Removes per episode by unit type,
 and the cost of red's root by subnet, on the same held-out episodes (simulator, defender greedy).
 
-    python -m experiments.population_diagnosis --defenders D0=pretrained:any_workflow \
+    python experiments/population_diagnosis.py --defenders D0=pretrained:any_workflow \
         D4=RUNS/nash/defenders/d004.pt --workflows critical_first \
         user,op_host,enterprise,op_server,defender --episodes 1000 --seed 12345 --out F.json
 """
@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from experiments.red_anatomy import blue_side
+from red_anatomy import blue_side
 from wfrl.envs.actions import HOSTS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST
 from wfrl.training.attack import load_defender
 from wfrl.workflow import HOST_TYPE, UNIT_TYPES

@@ -2,7 +2,7 @@
 compliance reached, from the tables experiments/price_of_workflow.sh wrote (one order-conditioned
 recipe policy per λ and seed, every workflow evaluated on 200 reserved episodes).
 
-    .venv/bin/python -m experiments.price_of_workflow runs/price docs/results/search/2026-11-26_price_of_workflow
+    .venv/bin/python experiments/price_of_workflow.py runs/price docs/results/search/2026-11-26_price_of_workflow
 
 Classes: the 60 workflows that put user before enterprise and the 60 that put enterprise first
 (the relation that decides feasibility at λ = 30). Per class and λ: mean reward and compliance

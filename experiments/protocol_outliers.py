@@ -2,8 +2,8 @@
 153, 1,000 greedy episodes, the same episode numbers): the eight worst CybORG episodes beside the
 same episodes on the simulator, and the CybORG mean without the worst ones.
 
-    .venv/bin/python -m experiments.protocol_outliers CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
-    .venv/bin/python -m experiments.protocol_outliers CHECKPOINT RedMeanderAgent 100 leaderboard
+    .venv/bin/python experiments/protocol_outliers.py CHECKPOINT B_lineAgent 50   # ≈ 4 min, 2 processes
+    .venv/bin/python experiments/protocol_outliers.py CHECKPOINT RedMeanderAgent 100 leaderboard
         # the same on sim:leaderboard and cyborg:leaderboard
 """
 import concurrent.futures as cf

@@ -3,7 +3,7 @@ checkpoint's greedy policy against B_lineAgent on the simulator (episode seeds f
 then with each Restore(Enterprise1) — and, separately, each Restore(Enterprise0) — taken while red
 holds only a user-level session there (read from the true state: an oracle) replaced by a Remove.
 
-    .venv/bin/python -m experiments.remove_injection CHECKPOINT EPISODES
+    .venv/bin/python experiments/remove_injection.py CHECKPOINT EPISODES
 """
 import sys
 import numpy as np

@@ -2,7 +2,7 @@
 red's access before the action: 0 none, 1 user-level, 2 privileged), on the simulator, greedy
 actions, episode seeds from seed 77, and the host's observation bits at the Restores.
 
-    .venv/bin/python -m experiments.restore_anatomy CHECKPOINT RED EPISODES
+    .venv/bin/python experiments/restore_anatomy.py CHECKPOINT RED EPISODES
 """
 import collections
 import sys

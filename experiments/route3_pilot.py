@@ -16,9 +16,9 @@ actor (mlp) more than the defender sees, to measure what each part of the truth 
 greedily (the GRU carried through the episode) on 1,000 simulator episodes per red on seeds
 training never draws (wfrl.rng.episode_seeds, key 7777).
 
-    python -m experiments.route3_pilot --arm gru --seed 1 --episodes 60000 --out DIR
-    python -m experiments.route3_pilot --arm mlp --actor-truth where --privileged-critic ...
-    python -m experiments.route3_pilot --table DIR [DIR ...]    # the runs' table, paired
+    python experiments/route3_pilot.py --arm gru --seed 1 --episodes 60000 --out DIR
+    python experiments/route3_pilot.py --arm mlp --actor-truth where --privileged-critic ...
+    python experiments/route3_pilot.py --table DIR [DIR ...]    # the runs' table, paired
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Score default searches against the 10-run ground truth's feasible set (B_line, simulator).
 
-    .venv/bin/python -m experiments.search_feasibility runs/feasibility [OUT.json]
+    .venv/bin/python experiments/search_feasibility.py runs/feasibility [OUT.json]
 
 Ground truth: bench/data/exhaustive_B_lineAgent_conditioned.csv, a workflow is feasible when its
 mean compliance over the 10 conditioned training runs reaches θ = 0.95. Per search (seed): the

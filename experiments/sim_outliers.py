@@ -2,7 +2,7 @@
 episodes played as `wfrl eval --cage2` plays them (seed 153, the setting's episode numbers, N may
 exceed the protocol's 1,000), the count of episodes below a threshold and the worst ones.
 
-    .venv/bin/python -m experiments.sim_outliers CHECKPOINT B_lineAgent 50 20000 [-100]
+    .venv/bin/python experiments/sim_outliers.py CHECKPOINT B_lineAgent 50 20000 [-100]
 """
 import sys
 

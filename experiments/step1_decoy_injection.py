@@ -2,7 +2,7 @@
 Remove of User1, a clean host: the first fix can be nothing else then) replaced by Sleep or by a
 second decoy on User2, 1,000 simulator episodes per red (the same episodes for every variant).
 
-    .venv/bin/python -m experiments.step1_decoy_injection [CHECKPOINT]     # default pretrained:critical_first
+    .venv/bin/python experiments/step1_decoy_injection.py [CHECKPOINT]     # default pretrained:critical_first
 """
 import sys
 

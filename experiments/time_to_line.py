@@ -6,7 +6,7 @@ held to, B_line-100 ≥ −14.0 and Meander-100 ≥ −16.77). Prints, per run, 
 its two means ± se, and the seconds the run took to reach it at its own average rate
 (summary.json's wall time over its episodes); with --json, the whole table.
 
-    python -m experiments.time_to_line RUN [RUN ...] [--backend sim] [--episodes 1000]
+    python experiments/time_to_line.py RUN [RUN ...] [--backend sim] [--episodes 1000]
         [--seed 153] [--bline -14.0] [--meander -16.77] [--start N] [--json OUT]
 
 --start N plays only the policies from N episodes on: to confirm on CybORG, from the one before

@@ -2,14 +2,14 @@
 153): the action, the reward, red's true access per host (0 none, 1 user, 2 privileged; host order
 of wfrl.workflow.HOSTS) and the hosts the observation then shows (activity and compromise bits).
 
-    .venv/bin/python -m experiments.trace_episode CHECKPOINT cyborg|sim EPISODE STEPS
+    .venv/bin/python experiments/trace_episode.py CHECKPOINT cyborg|sim EPISODE STEPS
 """
 
 import sys
 
 import numpy as np
 
-from experiments.policy_anatomy import action_name
+from policy_anatomy import action_name
 from wfrl._core import Actor
 from wfrl.evaluation.cage2 import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy

@@ -8,7 +8,7 @@ Under the leaderboard's code a restored User3 no longer falls to HarakaRCE, red'
 choice there, and the rule holds it for about one Restore; under the installed code HarakaRCE
 makes red root there again at once and the rule pays a Restore every second step.
 
-    .venv/bin/python -m experiments.user3_hold CHECKPOINT BACKEND [EPISODES]
+    .venv/bin/python experiments/user3_hold.py CHECKPOINT BACKEND [EPISODES]
 
 BACKEND: sim, sim:leaderboard, cyborg or cyborg:leaderboard. Greedy actions, episode seeds 991.
 """

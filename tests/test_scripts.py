@@ -245,3 +245,31 @@ def test_the_wfrl_names_every_script_imports_exist(folder):
                 except ImportError:
                     missing.append(f"{p.relative_to(ROOT)}:{line}: {module}.{name}")
     assert not missing, "imports that no longer resolve:\n" + "\n".join(missing)
+
+
+def test_experiments_is_a_folder_of_scripts_whose_sibling_imports_resolve():
+    """experiments/ is no package (it is run as `python experiments/NAME.py`): a script that
+    uses another's helpers imports it by file name, and each such name is defined there."""
+    import ast
+    assert not (EXPERIMENTS / "__init__.py").exists()
+    missing, seen = [], 0
+    for p in sorted(EXPERIMENTS.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p))):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            assert not node.module.startswith("experiments"), \
+                f"{p.name}:{node.lineno} imports experiments as a package"
+            sibling = EXPERIMENTS / f"{node.module}.py"
+            if not sibling.exists():
+                continue
+            seen += 1
+            tree = ast.parse(sibling.read_text())
+            defined = {n.name for n in tree.body
+                       if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            defined |= {t.id for n in tree.body if isinstance(n, ast.Assign)
+                        for t in n.targets if isinstance(t, ast.Name)}
+            defined |= {(a.asname or a.name).split(".")[0] for n in tree.body
+                        if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            missing += [f"{p.name}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                        if a.name not in defined]
+    assert seen >= 4 and not missing, missing

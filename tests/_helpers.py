@@ -131,3 +131,38 @@ def made_once(name, make):
         tmp.write_bytes(pickle.dumps(value))
         os.replace(tmp, path)
         return value
+
+
+def made_in_parts(name, parts):
+    """{key: make()} for parts = {key: make}, each made once per test session and shared by its
+    test processes, the making shared out between them: a process makes every part no other is
+    making (a lock it gets at once), then waits for the parts the others are making and reads
+    them. Two processes that ask together each make about half."""
+    import fcntl
+    import os
+    import pickle
+    from pathlib import Path
+    folder = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / name
+    folder.mkdir(exist_ok=True)
+    out = {}
+
+    def take(i, key, make, wait):
+        path = folder / f"{i}.pickle"
+        with open(folder / f"{i}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return
+            if path.exists():
+                out[key] = pickle.loads(path.read_bytes())
+                return
+            out[key] = make()
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps(out[key]))
+            os.replace(tmp, path)
+
+    for wait in (False, True):
+        for i, (key, make) in enumerate(parts.items()):
+            if key not in out:
+                take(i, key, make, wait)
+    return out

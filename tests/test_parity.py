@@ -20,6 +20,7 @@ import os
 import numpy as np
 import pytest
 
+from wfrl.config.names import is_learned as is_learned_red
 from wfrl.config.tools import BLUE_POLICIES
 from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
                                REFERENCE_VERSION, REFERENCES, load_reference, pair_key,
@@ -37,8 +38,9 @@ SEED_SIM = 7
 N_REPLAY = 2
 
 
-def n_sim(policy: str) -> int:
-    return N_SIM_LEARNED if is_learned(policy) else N_SIM
+def n_sim(red: str, policy: str) -> int:
+    """Simulator episodes of a pair: fewer where a network chooses (either side)."""
+    return N_SIM_LEARNED if is_learned(policy) or is_learned_red(red) else N_SIM
 
 
 def test_scalar_and_batched_blue_policies_agree():
@@ -137,23 +139,27 @@ def test_recorded_episodes_replay_exactly(name):
 def records():
     """{(reference, red, policy): (CybORG summary, simulator summary)}, the simulator played by
     the reference's code; and B_line/sleep's full trajectories on both (installed code). Played
-    once per test session (~45 s), whichever process asks first."""
-    from _helpers import made_once
-    return made_once("parity_records", _records)
-
-
-def _records():
-    pairs, sim_full = {}, {}
-    for name, ref in REFERENCES.items():
-        _, cy, _ = _reference(name)
-        for r in ref.reds:
-            for p in ref.policies:
-                sim = run_sim_episodes(r, p, n_sim(p), SEED_SIM, ref.leaderboard)
-                if name == "installed" and (r, p) == FULL_TRAJECTORY_PAIR:
-                    sim_full = sim
-                pairs[(name, r, p)] = (cy[pair_key(r, p)], summarise(sim))
+    once per test session (~60 s of simulator play), shared out pair by pair between the
+    processes that ask for it."""
+    from _helpers import made_in_parts
+    parts = {f"{name}|{r}|{p}": (lambda name=name, r=r, p=p: _sim_pair(name, r, p))
+             for name, r, p in PAIRS}
+    made = made_in_parts("parity_records", parts)
+    pairs, sim_full = {}, None
+    for name, r, p in PAIRS:
+        sim, full = made[f"{name}|{r}|{p}"]
+        pairs[(name, r, p)] = (_reference(name)[1][pair_key(r, p)], sim)
+        sim_full = full if full is not None else sim_full
     full = _reference("installed")[2][pair_key(*FULL_TRAJECTORY_PAIR)]
     return pairs, full, sim_full
+
+
+def _sim_pair(name, red, policy):
+    """The simulator's summary of one pair (and its whole episodes for the full-trajectory pair)."""
+    ref = REFERENCES[name]
+    sim = run_sim_episodes(red, policy, n_sim(red, policy), SEED_SIM, ref.leaderboard)
+    full = sim if name == "installed" and (red, policy) == FULL_TRAJECTORY_PAIR else None
+    return summarise(sim), full
 
 
 PAIRS = [(n, r, p) for n, ref in sorted(REFERENCES.items()) for r in ref.reds
@@ -175,7 +181,7 @@ SE_MARGIN = 5.0
 @pytest.mark.parametrize("name,red,policy", PAIRS)
 def test_mean_return_equivalent(records, name, red, policy):
     cy, sim = records[0][(name, red, policy)]
-    assert cy.n == REFERENCES[name].episodes[policy] and sim.n == n_sim(policy)
+    assert cy.n == REFERENCES[name].episodes[policy] and sim.n == n_sim(red, policy)
     res = tost(sim.returns, cy.returns)
     margin = min(res["margin"], SE_MARGIN * res["cyborg"]["se"])
     z = 1.6448536269514722    # one-sided 95 % normal quantile

@@ -318,6 +318,16 @@ REFERENCES = {
     "learned_leaderboard": Reference("cyborg_parity_learned_leaderboard", "cyborg:leaderboard",
                                      {"pretrained:critical_first_leaderboard": 300},
                                      REFERENCE_REDS + FAMILY),
+    # shipped learned reds (wfrl attack's best responses, sampling) against a scripted blue and
+    # the shipped specialist of each code: the red network choosing from CybORG's red view
+    # (wfrl.envs.duel.RedKnowledge) against choosing inside the simulator
+    "learned_red": Reference("cyborg_parity_learned_red", "cyborg",
+                             {"react-restore": 300, "pretrained:critical_first": 300},
+                             ("learned:vs_any_workflow", "learned:vs_critical_first")),
+    "learned_red_leaderboard": Reference(
+        "cyborg_parity_learned_red_leaderboard", "cyborg:leaderboard",
+        {"react-restore": 300, "pretrained:critical_first_leaderboard": 300},
+        ("learned:vs_critical_first_leaderboard",)),
 }
 
 

@@ -216,6 +216,35 @@ def test_red_knowledge_from_cybORG_names_every_host_rightly_and_only_offers_vali
 
 
 @pytest.mark.cyborg
+def test_the_red_agent_class_takes_the_cyborg_package_that_is_there():
+    # csle-cyborg's classes where it is installed; the cage-challenge-2 repository's package
+    # (`CybORG`) by name where that is importable, else one line; an unknown name, one line.
+    import importlib.util
+
+    from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
+    from csle_cyborg.shared.actions.abstract_actions.impact import Impact
+
+    from wfrl.envs.duel import RedKnowledge, cyborg_red_classes, learned_red_class
+    from wfrl.errors import BackendUnavailable, UserError
+    c = cyborg_red_classes()
+    assert (c.package, c.BaseAgent, c.Impact) == ("csle_cyborg", BaseAgent, Impact)
+    agent = learned_red_class("vs_any_workflow")()
+    assert isinstance(agent, BaseAgent) and agent.knowledge.classes.package == "csle_cyborg"
+    k = RedKnowledge("csle_cyborg")
+    k.cidr_of[0] = "10.0.0.0/28"
+    from wfrl.envs.duel import RED_ACTION_NAMES
+    act = k.action(RED_ACTION_NAMES.index("DiscoverRemoteSystems User"))
+    assert type(act).__name__ == "DiscoverRemoteSystems" and act.subnet == "10.0.0.0/28"
+    with pytest.raises(UserError, match="unknown CybORG package 'cyborg2'"):
+        cyborg_red_classes("cyborg2")
+    if importlib.util.find_spec("CybORG") is None:
+        with pytest.raises(BackendUnavailable, match="cage-challenge-2"):
+            cyborg_red_classes("CybORG")
+    else:
+        assert cyborg_red_classes("CybORG").BaseAgent.__module__.startswith("CybORG.")
+
+
+@pytest.mark.cyborg
 def test_a_learned_red_scores_on_cybORG_as_on_the_simulator(short_attack, defender):
     # The short attack's red against the shipped specialist: its return on CybORG (30 episodes)
     # within the parity tolerance of the simulator's (300), far below B_line's.

@@ -327,6 +327,44 @@ def _true(value) -> int:
     return 1 if text.endswith("TRUE") else 0 if text.endswith("FALSE") else 2
 
 
+CYBORG_PACKAGES = ("csle_cyborg", "CybORG")
+
+
+def cyborg_red_classes(package: str | None = None):
+    """A CybORG's BaseAgent and red's action classes (a namespace): csle-cyborg's (`csle_cyborg`)
+    or the cage-challenge-2 repository's own package (`CybORG`), which hold the same Scenario2
+    code under other module names. package None: the first of CYBORG_PACKAGES importable.
+    BackendUnavailable (one line) where none is."""
+    import importlib
+    from types import SimpleNamespace
+
+    from wfrl.errors import BackendUnavailable
+    csle = "csle_cyborg.shared.actions.abstract_actions."
+    where = {   # class -> module, per package
+        "csle_cyborg": {"BaseAgent": "csle_cyborg.agents.simple_agents.base_agent",
+                        "Sleep": "csle_cyborg.shared.actions.action",
+                        "DiscoverRemoteSystems": csle + "discover_remote_systems",
+                        "DiscoverNetworkServices": csle + "discover_network_services",
+                        "ExploitRemoteService": csle + "exploit_remote_service",
+                        "PrivilegeEscalate": csle + "privilege_escalate",
+                        "Impact": csle + "impact"},
+        "CybORG": {"BaseAgent": "CybORG.Agents.SimpleAgents.BaseAgent",
+                   **{k: "CybORG.Shared.Actions" for k in (
+                       "Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices",
+                       "ExploitRemoteService", "PrivilegeEscalate", "Impact")}}}
+    if package is not None and package not in where:
+        raise UserError(f"unknown CybORG package {package!r} (choose from "
+                        f"{', '.join(CYBORG_PACKAGES)})")
+    for name in (package,) if package else CYBORG_PACKAGES:
+        try:
+            found = {k: getattr(importlib.import_module(m), k) for k, m in where[name].items()}
+        except ImportError:
+            continue
+        return SimpleNamespace(package=name, **found)
+    raise BackendUnavailable("a learned red on CybORG needs csle-cyborg (the [cyborg] extra) or "
+                             "the cage-challenge-2 repository's CybORG package importable")
+
+
 class RedKnowledge:
     """What red knows in a CybORG episode, from what CybORG shows red: the observation of its
     last action and its action space. vector() is the simulator's red observation
@@ -335,7 +373,8 @@ class RedKnowledge:
     in a fixed host order (SUBNET_LISTING), an escalation names the hosts it reveals, an exploit
     the host it landed on."""
 
-    def __init__(self):
+    def __init__(self, package: str | None = None):
+        self.classes = cyborg_red_classes(package)
         self.begin()
 
     def begin(self) -> None:
@@ -432,50 +471,45 @@ class RedKnowledge:
 
     def action(self, a: int, session: int = 0):
         """CybORG's action for red action a (allowed by mask()); remembered as red's last."""
-        from csle_cyborg.shared.actions.abstract_actions.discover_network_services import \
-            DiscoverNetworkServices
-        from csle_cyborg.shared.actions.abstract_actions.discover_remote_systems import \
-            DiscoverRemoteSystems
-        from csle_cyborg.shared.actions.abstract_actions.exploit_remote_service import \
-            ExploitRemoteService
-        from csle_cyborg.shared.actions.abstract_actions.impact import Impact
-        from csle_cyborg.shared.actions.abstract_actions.privilege_escalate import \
-            PrivilegeEscalate
-        from csle_cyborg.shared.actions.action import Sleep
+        c = self.classes
         self.last = int(a)
         self.t += 1
         kind, *rest = RED_ACTION_NAMES[a].split(" ")
         if kind == "Sleep":
-            return Sleep()
+            return c.Sleep()
         if kind == "DiscoverRemoteSystems":
-            return DiscoverRemoteSystems(subnet=self.cidr_of[RED_SUBNETS.index(rest[0])],
+            return c.DiscoverRemoteSystems(subnet=self.cidr_of[RED_SUBNETS.index(rest[0])],
                                          agent="Red", session=session)
         h = HOSTS.index(rest[0])
         if kind == "DiscoverNetworkServices":
-            return DiscoverNetworkServices(ip_address=self.ip_of[h], agent="Red", session=session)
+            return c.DiscoverNetworkServices(ip_address=self.ip_of[h], agent="Red", session=session)
         if kind == "ExploitRemoteService":
-            return ExploitRemoteService(ip_address=self.ip_of[h], agent="Red", session=session)
+            return c.ExploitRemoteService(ip_address=self.ip_of[h], agent="Red", session=session)
         if kind == "PrivilegeEscalate":
-            return PrivilegeEscalate(hostname=HOSTS[h], agent="Red", session=session)
-        return Impact(hostname=HOSTS[h], agent="Red", session=session)
+            return c.PrivilegeEscalate(hostname=HOSTS[h], agent="Red", session=session)
+        return c.Impact(hostname=HOSTS[h], agent="Red", session=session)
 
 
 # -- learned reds: a red checkpoint (wfrl attack) as a CybORG red agent ---------------------------
-def learned_red_class(checkpoint: str, greedy: bool = False, leaderboard: bool | None = None):
+def learned_red_class(checkpoint: str, greedy: bool = False, leaderboard: bool | None = None,
+                      package: str | None = None):
     """A CybORG red agent class that plays a red checkpoint (a red's best.pt of `wfrl attack`)
     from CybORG's red observation: RedKnowledge (wfrl.envs.duel) turns what CybORG shows red into
     the simulator's red observation and mask, the network chooses (sampling from Python's
     `random`, which the CybORG backend seeds per episode; or greedily), and RedKnowledge turns
-    the choice into CybORG's action. Copies none of CybORG's code. One-line UserError for a
-    file that is not a red's checkpoint."""
-    from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
+    the choice into CybORG's action. Copies none of CybORG's code. package: the CybORG package
+    it plays in (cyborg_red_classes: csle-cyborg's or the cage-challenge-2 repository's; None,
+    the first importable). One-line UserError for a file that is not a red's checkpoint."""
+    classes = cyborg_red_classes(package)
     weights, hidden = red_weights(checkpoint, leaderboard)
 
-    class LearnedRedAgent(BaseAgent):
+    base: Any = classes.BaseAgent
+
+    class LearnedRedAgent(base):
         def __init__(self):
             from wfrl._core import RedPolicy
             self.policy = RedPolicy(weights, hidden)
-            self.knowledge = RedKnowledge()
+            self.knowledge = RedKnowledge(classes.package)
 
         def get_action(self, observation, action_space):
             import random

@@ -27,7 +27,7 @@ training (sequential collector, 200 episodes per update, mixed red) alone, with
 run (wfrl.tools.benchmarks.bench_privileged_train; `wfrl bench train --privileged --teacher
 pretrained:bound` prints the same), with the cheaper forms (--privileged-epochs 2, --teacher-steps
 1). Asserted, end to end against the recipe (floors under the figures measured on the 2-core VM,
-docs/privileged.md "What it costs"): the privileged critic ≥ 0.45x (0.55), its cheaper form and
+docs/limit.md "Privileged critic and teacher"): the privileged critic ≥ 0.45x (0.55), its cheaper form and
 the teacher ≥ 0.5x (0.69, 0.61), both routes ≥ 0.3x (0.39), their cheaper form ≥ 0.5x (0.59).
 
 test_quick_exit: a short command (`wfrl eval`, one episode) with wfrl's quick exit against the

@@ -1,5 +1,5 @@
 /* The true state as policy input: what the simulator knows and the defender cannot see, for the
- * full-information bound (docs/bound.md). Only red's access per host enters it: it is the one
+ * full-information bound (docs/limit.md). Only red's access per host enters it: it is the one
  * part of the true state both backends expose alike (the compiled simulator through
  * wfrl_cage2_red_access, CybORG through its red sessions), and the rollout buffer already records
  * it at every step, so the learner rebuilds the block from the buffer exactly as the rollout

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The belief-input ablation (docs/belief.md): the shipped recipe at EPISODES episodes with the
+# The belief-input ablation (docs/limit.md): the shipped recipe at EPISODES episodes with the
 # memory block, the belief block of N particles, or both (VARIANTS: a subset of the names; the
 # command and the evaluation: experiments/ablation_runs.sh).
 #   bash experiments/belief_ablation.sh OUT_DIR

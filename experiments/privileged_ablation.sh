@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The privileged-learning ablation (docs/privileged.md): the shipped recipe (memory and mask) at
+# The privileged-learning ablation (docs/limit.md): the shipped recipe (memory and mask) at
 # EPISODES episodes, alone and with each route: the privileged critic, the teacher (TEACHER: a
 # --truth-input checkpoint) with and without its per-state weighting, and both, and the cheaper
 # forms (_fast: two passes of the privileged critic, one step of the teacher's), and the teacher

@@ -16,7 +16,7 @@ SHIPPED = {"critical_first": "sim", "critical_first_leaderboard": "sim:leaderboa
            "generalising": "sim"}
 # order-conditioned policies that follow any workflow named to them
 ANY_WORKFLOW = {"any_workflow": "sim", "any_workflow_leaderboard": "sim:leaderboard"}
-# the full-information bounds, shipped as the teachers of --teacher (docs/privileged.md)
+# the full-information bounds, shipped as the teachers of --teacher (docs/limit.md)
 TEACHERS = {"bound": "sim", "bound_leaderboard": "sim:leaderboard"}
 
 

@@ -181,7 +181,7 @@ def memory_and_masks(obs: np.ndarray, actions: np.ndarray, memory: bool = True,
 
 
 # ---- The truth block (csrc/wfrl_truth.h): the true state as policy input ---------------------
-# Not something a defender can see: only for the full-information bound (docs/bound.md). For host
+# Not something a defender can see: only for the full-information bound (docs/limit.md). For host
 # h in observation order, floats 3h, 3h + 1, 3h + 2 are the one-hot of red's access level there
 # (0 none, 1 user, 2 privileged) at the step the action is chosen on; a level outside 0..2 gives
 # three zeros. Red's access is the one part of the true state both backends expose alike

@@ -55,7 +55,7 @@ class PPOConfig(Settings):
     """Never choose actions that cannot do anything: Monitor, decoys a host cannot carry or has."""
     truth_input: bool = False
     """Add red's true access per host (none/user/privileged one-hot), which no defender can see,
-    to the policy input: the full-information bound (docs/bound.md), not a deployable policy."""
+    to the policy input: the full-information bound (docs/limit.md), not a deployable policy."""
     belief_input: int = setting(0, check=belief_particles, metavar="N")
     """Add the belief block of an N-particle filter (per host the share of particles in which red
     has no, user or privileged access, and the share of each red kind) to the policy input; the
@@ -81,13 +81,13 @@ class PPOConfig(Settings):
     privileged_critic: bool = False
     """Advantages from a value network of its own that also reads red's true access (recorded
     by the simulator at every step); the policy still sees only the defender's input
-    (docs/privileged.md)."""
+    (docs/limit.md)."""
     privileged_epochs: int = setting(6, check=positive)
     """Passes of the privileged critic over each batch (its minibatches are the update's)."""
     teacher: str | None = setting(None, metavar="CHECKPOINT")
     """A full-information policy (a --truth-input checkpoint) whose action distribution at every
     state the student plays pulls the student's actor toward it after each update (a KL term
-    weighted per state; docs/privileged.md). Single-workflow runs on the simulator."""
+    weighted per state; docs/limit.md). Single-workflow runs on the simulator."""
     teacher_coef: float = setting(1.0, check=non_negative)
     """Weight of the KL term toward --teacher at the start of the run."""
     teacher_anneal: float = setting(0.7, check=unit_interval)

@@ -12,7 +12,7 @@ so I is 77, 143 with memory, 116 with truth, 182 with both, 185 with memory and 
 memory block (wfrl.features.MemoryTracker, csrc/wfrl_memory.h) is built from what the defender
 saw and did; the truth block (wfrl.features.truth_features, csrc/wfrl_truth.h) is red's true
 access per host, which no defender sees: a network with it is the full-information bound
-(docs/bound.md), not a deployable defender. The belief block (wfrl.features.belief_features,
+(docs/limit.md), not a deployable defender. The belief block (wfrl.features.belief_features,
 csrc/wfrl_belief.h) is what a particle filter of `belief` particles, fed the same observations
 and actions, believes about red: a deployable defender's input.
 """

@@ -59,6 +59,8 @@ def load_factory(spec: str):
             if str(path.parent) not in sys.path:
                 sys.path.insert(0, str(path.parent))
             mspec = importlib.util.spec_from_file_location(f"_wfrl_agent_{path.stem}", path)
+            # (a .py file: the source loader's spec)
+            assert mspec is not None and mspec.loader is not None
             module = importlib.util.module_from_spec(mspec)
             mspec.loader.exec_module(module)
         else:

@@ -21,6 +21,7 @@ import dataclasses
 import os
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from wfrl.envs.reds import B_LINE, CAGE2_REDS, MEANDER, red_spec
 from wfrl.errors import UserError
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.stats import standard_error
+
+if TYPE_CHECKING:
+    from wfrl.ppo.netspec import NetSpec
 
 CAGE2_LENGTHS = (30, 50, 100)
 CHUNK = {"sim": 1000, "cyborg": 50}
@@ -52,7 +56,7 @@ LEADERBOARD_TOTAL = {"winner": -54.57, "best": None}
 # unchanged from its own checkout, 500 episodes per setting (B_line and Meander, 100 steps).
 # Leaderboard code (cage-challenge-2 606813b): the leaderboard itself; the same re-run there
 # scored B_line-100 -13.22 and Meander-100 -16.70.
-REFERENCES = {
+REFERENCES: dict[str, dict] = {
     "installed": {
         "code": "installed CybORG code (cage-challenge-2 9421c8e)",
         "note": "winner = the CAGE2 winner's released agent re-run on this code (500 episodes per "
@@ -139,10 +143,11 @@ def run_task(task: EpisodeTask):
             np.array([s.compliant_fixes for s in stats]),
             np.array([s.compliance for s in stats]), times,
             None if costs is None else costs.costs, counters,
-            recorder.episodes if task.actions else None)
+            cast(ActionRecorder, recorder).episodes if task.actions else None)
 
 
-def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
+def policy_of_checkpoint(path: str, workflow: str | None = None
+                         ) -> tuple[np.ndarray, NetSpec, str, float, bool]:
     """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
     it (wfrl.evaluation.checkpoint.policy_of_checkpoint; imported here when needed: it brings torch)."""
     from wfrl.evaluation.checkpoint import policy_of_checkpoint as load
@@ -190,9 +195,9 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
     if episodes < 1:
         raise UserError(f"--episodes must be positive (got {episodes})")
     loaded = {}
-    if agent is None:
+    if agent is None:   # (checkpoints are given where no agent is)
         for red in reds:
-            path = _policy_for(red, checkpoints)
+            path = _policy_for(red, cast(dict, checkpoints))
             if path not in loaded:
                 loaded[path] = policy_of_checkpoint(path, workflow)
     elif workflow is not None:
@@ -200,13 +205,13 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
         Workflow.parse(workflow)
     settings = [(red, steps) for red in reds for steps in lengths]
     chunk = CHUNK[backend_engine(backend)]
-    tasks = []
+    tasks: list[tuple[int, Any]] = []   # (setting, an EpisodeTask or an agent's task)
     for k, (red, steps) in enumerate(settings):
         base = episode_block(CAGE2_EPISODE_BASE, setting_index(red, steps, k))
         for first in range(0, episodes, chunk):
             n = min(chunk, episodes - first)
             if agent is None:
-                weights, net, wf, lam, foothold = loaded[_policy_for(red, checkpoints)]
+                weights, net, wf, lam, foothold = loaded[_policy_for(red, cast(dict, checkpoints))]
                 tasks.append((k, EpisodeTask(backend, red, steps, weights, net, wf, lam, foothold, seed,
                                        base + first, n, greedy, attribute, plan,
                                        episodes_out is not None)))
@@ -236,7 +241,7 @@ def cage2_evaluate(checkpoints: dict | None = None, backend: str = "sim", episod
         if progress:
             progress(f"{red} {steps} steps: {sum(p[1][0].size for p in parts[k])} episodes")
         if left[k] == 0:
-            source = agent if agent else str(_policy_for(red, checkpoints))
+            source = agent if agent else str(_policy_for(red, cast(dict, checkpoints)))
             rows[k] = _row(red, steps, parts[k], backend, source, agent is not None)
             if episodes_out is not None:
                 _append_lines(episodes_out, episode_records(head, red, steps, seed, parts[k],

@@ -4,6 +4,7 @@ importing each other."""
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import numpy as np
 
@@ -55,7 +56,8 @@ def weights_from_checkpoint(ck: dict) -> tuple[np.ndarray, NetSpec]:
     return model.flat_weights(), net
 
 
-def policy_of_checkpoint(path: str, workflow: str | None = None) -> tuple:
+def policy_of_checkpoint(path: str, workflow: str | None = None
+                         ) -> tuple[np.ndarray, NetSpec, str, float, bool]:
     """(weights, net, workflow, alignment λ, count_foothold) of a checkpoint, as the protocol plays
     it: its own workflow unless `workflow` is given (checked either way)."""
     ck = load_checkpoint(path)
@@ -78,7 +80,7 @@ def trained_on_other_code(ck: dict, backend: str) -> str | None:
     """The backend a checkpoint records it was trained on, when that plays the other CybORG code
     than `backend` does (None: the same code, or none recorded)."""
     from wfrl.envs.base import is_leaderboard
-    cfg = ck.get("config") if isinstance(ck.get("config"), dict) else {}
+    cfg = cast(dict, ck.get("config")) if isinstance(ck.get("config"), dict) else {}
     theirs = cfg.get("backend")
     if isinstance(theirs, str) and is_leaderboard(theirs) != is_leaderboard(backend):
         return theirs

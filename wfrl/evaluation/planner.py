@@ -136,7 +136,7 @@ class PlanningPolicy:
         if rollout_checkpoint is not None:
             self.planner.set_rollout_policy(greedy_policy(rollout_checkpoint, self.workflow)[0])
         self.last = None
-        self._prev = None
+        self._prev: int | None = None
 
     def reset(self, red_agent: str | None = None, key: int = 0, horizon: int = 100):
         """A new episode (red_agent: the episode's red, read only with red='known')."""

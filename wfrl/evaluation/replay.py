@@ -66,6 +66,7 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         raise UserError(f"--steps must be positive (got {steps})")
     if plan is not None and checkpoint is None:
         raise UserError("--plan searches around a checkpoint's policy: give --checkpoint")
+    player: object   # (an agent: get_action(observation, action_space))
     if checkpoint is not None and plan is not None:
         player = _PlanningAgent(checkpoint, workflow, backend, red_agent, plan)
         workflow, who = player.workflow, f"checkpoint {checkpoint} with decision-time search"
@@ -73,11 +74,14 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
         player = CheckpointAgent(checkpoint, workflow, is_leaderboard(backend))
         workflow, who = player.workflow, f"checkpoint {checkpoint}"
     else:
+        assert agent is not None   # (one of checkpoint and agent: checked above)
         player, who = make_agent(agent, workflow), f"agent {agent}"
         if workflow is not None:
             Workflow.parse(workflow)
     wf = Workflow.parse(workflow) if workflow else None
     env = make_backend(backend, red_agent)
+    rows: list[dict]
+    start: list[int]
     rows, start = [], []
 
     def record(t, obs, a, reward, before, after):

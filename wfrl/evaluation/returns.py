@@ -1,6 +1,8 @@
 """Evaluate a checkpoint: greedy and sampling policy, mean ± standard error of the env return."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from wfrl.evaluation.checkpoint import policy_of_checkpoint
@@ -10,6 +12,9 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.workflow import Workflow
 from wfrl.stats import mean_se
+
+if TYPE_CHECKING:
+    from wfrl.evaluation.planner import PlanStats
 
 
 def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episodes, seed: int,
@@ -23,7 +28,7 @@ def play(backend, weights, net, wf: Workflow, lam: float, foothold: bool, episod
 def play_with_plan(backend_name: str, backend, weights, net, wf: Workflow, lam: float,
                    foothold: bool, episodes, seed: int, budget, red: str = "mixture",
                    horizon: int = EP_LEN, observer=None,
-                   rollout_checkpoint: str | None = None) -> tuple[list, object]:
+                   rollout_checkpoint: str | None = None) -> tuple[list, PlanStats]:
     """EpisodeStats of global episodes `episodes` played by the greedy policy improved by
     decision-time search on `backend` (named backend_name, whose CybORG code the particles play
     by; budget: a wfrl.evaluation.planner.PlanBudget; red: the particles' red kinds), and the search's own
@@ -51,11 +56,13 @@ def evaluate(cfg: EvalConfig) -> dict:
     'sampling' with --plan, with the search's statistics under 'search'); each has mean, se, n,
     compliance and fixes. Both modes play the same env seeds (paired)."""
     cfg.validate()
+    assert cfg.checkpoint is not None   # (validate: eval needs --checkpoint)
+    wf: str | Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint(cfg.checkpoint, cfg.workflow)
     wf = Workflow.parse(wf)
     backend = make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed)
     try:
-        out = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
+        out: dict[str, Any] = {"workflow": str(wf), "backend": cfg.backend, "red_agent": cfg.red_agent}
         for mode in ("greedy", "plan" if cfg.plan else "sampling"):
             if mode == "plan":
                 from wfrl.evaluation.planner import PlanBudget

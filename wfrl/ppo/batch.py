@@ -4,6 +4,7 @@ the network has them, workflow conditioning) and its allowed actions if the netw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -125,15 +126,18 @@ def to_batch(buffer, row_cond: np.ndarray, gamma: float, lam: float, net=None,
     cond = row_cond[flat["rows"][:n]]
     parts.append(cond)
     obs = np.concatenate(parts, axis=1)
-    extra = {}
+    extra: dict = {}
     if privileged:
         valid = np.arange(rewards.shape[1])[None, :] < np.asarray(a["lengths"])[:, None]
         extra.update(truth=truth, rewards=np.asarray(rewards, np.float32)[valid],
                      lengths=np.array(a["lengths"], np.int32))
     if teacher is not None:
+        assert t_net is not None   # (teacher.net)
         t_in = np.concatenate([flat["obs"][:n]] + ([feats] if t_net.memory else [])
                               + [truth, cond], axis=1)
-        extra["teacher_probs"] = teacher.probs(t_in, allowed.view(bool) if t_net.mask else None)
+        # (t_net.mask: want_mask, so the rows gave `allowed`)
+        extra["teacher_probs"] = teacher.probs(
+            t_in, cast(np.ndarray, allowed).view(bool) if t_net.mask else None)
     return Batch(obs=obs, actions=flat["actions"][:n], logprobs=flat["logprobs"][:n],
                  values=flat["values"][:n], advantages=flat["advantages"][:n],
                  returns=flat["returns"][:n], masks=masks, **extra)

@@ -23,6 +23,8 @@ the learner's generator, so they visit the same minibatches. Adam's steps: wfrl.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -177,6 +179,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
                 def fit_privileged():
                     # its own network, Adam and minibatch order: the same numbers whether it
                     # runs after the update's steps or beside the actor's on the critic's thread
+                    assert self.privileged is not None   # (set once, in __init__)
                     extra["privileged_value_loss"] = self.privileged.fit(
                         batch, cfg.privileged_epochs, cfg.minibatches, lr, cfg.value_coef,
                         x_priv)
@@ -230,9 +233,10 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             perm = torch.randperm(n, generator=self._gen).numpy()
             # numpy's row gather into buffers kept for the update: a third of the time of
             # torch's index_select here, the same values
-            o, a, lp0, ad, rt, mk, wt = (None if t is None else
-                                         torch.from_numpy(np.take(t.numpy(), perm, 0, out=g))
-                                         for t, g in zip(sources, gathered))
+            # (Any: only masks and weights may be None)
+            o, a, lp0, ad, rt, mk, wt = cast(Iterator[Any], (
+                None if t is None else torch.from_numpy(np.take(t.numpy(), perm, 0, out=g))
+                for t, g in zip(sources, gathered)))
             for start in range(0, n, mb):
                 if between is not None:
                     between()
@@ -249,7 +253,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
             critic_after()
         return self._finish(stats)
 
-    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool, prepared=None,
+    def _split_epochs(self, sources, n: int, mb: int, decoupled: bool | int, prepared=None,
                       critic_after=None) -> list:
         """Every epoch of the update with the actor's steps on this thread and the critic's on a
         second one. Under clip_per_net the two networks share nothing within an update but the
@@ -318,6 +322,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
 
         job = _critic_thread().submit(critic)
         actor_stats = []
+        error: BaseException | None
         try:
             with torch.no_grad():
                 if decoupled:

@@ -5,6 +5,7 @@ the torch versions they were measured on (MEASURED_TORCH); elsewhere the public 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -100,6 +101,10 @@ def clip_grad_norm(params: list, max_norm: float, private: bool) -> None:
 
 class FusedAdamSteps:
     """The learner's Adam steps (a mixin of PPOLearner: it reads self.opt)."""
+
+    if TYPE_CHECKING:   # what it reads of PPOLearner
+        opt: torch.optim.Adam
+        private: bool
 
     def _adam_step(self) -> None:
         """opt.step() for the fused Adam, without the ~0.3 ms of Python around its kernel per call

@@ -23,6 +23,7 @@ every backend.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -35,6 +36,9 @@ from wfrl.ppo.gae import gae
 from wfrl.ppo.netspec import NetSpec, NumpyPolicy
 from wfrl.ppo.policy import init_mlp, mlp
 
+if TYPE_CHECKING:
+    from wfrl.ppo.policy import ActorCritic
+
 
 def _mlp(out_dim: int, hidden: int, in_dim: int, gain: float) -> nn.Sequential:
     net = mlp(out_dim, hidden, in_dim)
@@ -46,7 +50,7 @@ def _forward(net: nn.Sequential, x: torch.Tensor, cols: torch.Tensor) -> torch.T
     """net(x) through the input columns `cols` only: the batch's other columns are 0 in every
     row, add exactly 0 to the first layer and get a gradient of exactly 0 (as in
     wfrl.ppo.prepare.Compact), so leaving them out changes nothing but the arithmetic done."""
-    first = net[0]
+    first = cast(nn.Linear, net[0])
     h = torch.tanh(x @ first.weight[:, cols].T + first.bias)
     return net[2:](h)
 
@@ -166,6 +170,7 @@ class PrivilegedCritic:
         for _ in range(epochs):
             for idx in _minibatches(len(ret), minibatches, self.gen):
                 if self.compiled:
+                    assert self._c is not None   # (made where compiled)
                     loss, _ = self._c.step.critic_step(
                         np.ascontiguousarray(x[idx].numpy()), cols_np,
                         np.ascontiguousarray(ret[idx].numpy()), value_coef, lr)
@@ -173,6 +178,7 @@ class PrivilegedCritic:
                     continue
                 half_mse = 0.5 * (_forward(self.net, x[idx], cols).squeeze(-1)
                                   - ret[idx]).pow(2).mean()
+                assert self.opt is not None   # (made where not compiled)
                 self.opt.zero_grad(set_to_none=True)
                 (value_coef * half_mse).backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
@@ -185,6 +191,7 @@ class PrivilegedCritic:
         if self.opt is not None:
             out["opt"] = self.opt.state_dict()
         else:
+            assert self._c is not None   # (made where opt is not)
             out["adam"] = self._c.state()
         return out
 
@@ -255,7 +262,7 @@ class Distiller:
     torch, the plain twin (tests/test_privileged.py holds them together). The student's gradient
     norm is clipped to max_grad_norm, the head's is not."""
 
-    def __init__(self, model: nn.Module, in_dim: int, hidden: int, lr: float, seed: int,
+    def __init__(self, model: ActorCritic, in_dim: int, hidden: int, lr: float, seed: int,
                  coef: float, anneal: float, alpha: float, floor: float = 0.0,
                  max_grad_norm: float = 0.5, compiled: bool | None = None):
         self.model, self.coef, self.anneal, self.alpha = model, coef, anneal, alpha
@@ -310,6 +317,7 @@ class Distiller:
     def _torch_pass(self, x, cols, p_t, allowed, shares, coef: float, lr: float):
         """The minibatch steps in torch (the plain twin): per share, both networks' KL toward
         the teacher, the head's (detached) setting the student's per-state weights."""
+        assert self.opt is not None and self.aux_opt is not None   # (made where not compiled)
         log_t = torch.log(p_t.clamp_min(1e-12))
         for opt in (self.opt, self.aux_opt):
             for g in opt.param_groups:
@@ -341,11 +349,13 @@ class Distiller:
               else allowed.numpy().view(np.uint8))
         cols_np = cols.numpy().astype(np.int64)
         # the actions some row allows (the rest add nothing and get no gradient: left out)
+        acts: np.ndarray | None
         acts = np.flatnonzero(ok.any(0)).astype(np.int64)
         if len(acts) == ok.shape[1]:
             acts = None
         else:
             ps, ok = ps[:, acts], ok[:, acts]
+        assert self._aux is not None and self._student is not None   # (made where compiled)
         kls, weights = [], []
         for idx in shares:
             rows = idx.numpy()
@@ -367,8 +377,10 @@ class Distiller:
     def state(self) -> dict:
         out = {"aux": self.aux.state_dict(), "rng": self.gen.get_state()}
         if self.compiled:
+            assert self._student is not None and self._aux is not None   # (made where compiled)
             out.update(adam=self._student.state(), aux_adam=self._aux.state())
         else:
+            assert self.opt is not None and self.aux_opt is not None   # (made where not compiled)
             out.update(opt=self.opt.state_dict(), aux_opt=self.aux_opt.state_dict())
         return out
 
@@ -380,8 +392,10 @@ class Distiller:
                 p.copy_(q)
         self.gen.set_state(state["rng"])
         if not self.compiled and "opt" in state:
+            assert self.opt is not None and self.aux_opt is not None   # (made where not compiled)
             self.opt.load_state_dict(state["opt"])
             self.aux_opt.load_state_dict(state["aux_opt"])
         elif self.compiled and "adam" in state:
+            assert self._student is not None and self._aux is not None   # (made where compiled)
             self._student.load_state(state["adam"])
             self._aux.load_state(state["aux_adam"])

@@ -5,14 +5,32 @@ fancy indexing per minibatch, unfused Adam. Equal to the other paths up to float
 draws the same permutations from the learner's generator, so it visits the same minibatches."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.batch import Batch
 
+if TYPE_CHECKING:
+    from wfrl.config.run import PPOConfig
+    from wfrl.ppo.policy import ActorCritic
+
 
 class ReferenceUpdate:
     """A mixin of PPOLearner: the original update path."""
+
+    if TYPE_CHECKING:   # what it reads of PPOLearner
+        cfg: PPOConfig
+        model: ActorCritic
+        opt: torch.optim.Adam
+        entropy_coef: float
+        version: int
+        _gen: torch.Generator
+
+        def clip_groups(self) -> list: ...
+
+        def kl_exceeded(self, approx_kl: float) -> bool: ...
 
     def update_reference(self, batch: Batch) -> dict:
         """The original update path (see this module's docstring)."""

@@ -9,6 +9,8 @@ cover only the input columns and actions the batch uses. Also the autograd step 
 Function, loss.backward()."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import torch
 
@@ -16,6 +18,10 @@ from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.head import head_loss, head_pass
 from wfrl.ppo.optim import clip_grad_norm
 from wfrl.ppo.policy import ActorCritic
+
+if TYPE_CHECKING:
+    from wfrl.config.run import PPOConfig
+    from wfrl.ppo.prepare import Compact
 
 
 class Scratch:
@@ -28,7 +34,8 @@ class Scratch:
         self.rows = rows
         linears = [m for seq in (model.actor, model.critic) for m in seq
                    if isinstance(m, torch.nn.Linear)]
-        self.layers = [(m.weight, m.bias) for m in linears]
+        # (Any: every .grad is attached here, which the tensors' Optional .grad does not say)
+        self.layers: list[tuple[Any, Any]] = [(m.weight, m.bias) for m in linears]
         self.params = [p for pair in self.layers for p in pair]
         self.attach_grads()
         H = model.hidden
@@ -71,6 +78,21 @@ class TorchSteps:
     """The torch minibatch steps (a mixin of PPOLearner: it reads self.cfg, self.model,
     self._plan, self.entropy_coef and steps through FusedAdamSteps)."""
 
+    if TYPE_CHECKING:   # what it reads of PPOLearner and FusedAdamSteps
+        cfg: PPOConfig
+        model: ActorCritic
+        opt: torch.optim.Adam
+        private: bool
+        entropy_coef: float
+        _plan: Compact | None
+        _scratch: Scratch | None
+
+        def kl_exceeded(self, approx_kl: float) -> bool: ...
+
+        def _adam_step(self) -> None: ...
+
+        def _adam_params(self, params) -> None: ...
+
     def _torch_actor_step(self, x, mk, a, lp0, adv, params) -> tuple:
         """The actor's minibatch step in torch (under no_grad): its gradients, their clip and
         its Adam step; returns (surrogate, entropy, approximate KL, clipped share)."""
@@ -101,6 +123,7 @@ class TorchSteps:
         cfg = self.cfg
         k = x.shape[0]
         s = self._scratch
+        assert s is not None   # (made by _ensure_scratch before any torch step)
         (aw1, ab1), (aw2, ab2), (aw3, ab3) = s.layers[:3]
         plan = self._plan
         if plan is None:
@@ -140,6 +163,7 @@ class TorchSteps:
         cfg = self.cfg
         k = x.shape[0]
         s = self._scratch
+        assert s is not None   # (made by _ensure_scratch before any torch step)
         (cw1, cb1), (cw2, cb2), (cw3, cb3) = s.layers[3:]
         plan = self._plan
         if plan is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def relation_effects(values: np.ndarray) -> list[dict]:
     X = np.column_stack([np.ones(B.shape[1]), B.T.astype(np.float64)])
     coef = np.linalg.lstsq(X, y.T, rcond=None)[0][1:].T                  # runs × pairs
     pairs = list(itertools.combinations(UNIT_TYPES, 2))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k, (a, b) in enumerate(pairs):
         d = coef[:, k]
         mean = float(d.mean())
@@ -85,7 +86,8 @@ def feasibility(compliance: np.ndarray, theta: float = THETA) -> dict:
                                      "followable_with_it": int((mask & feasible).sum()),
                                      "unfollowable_with_it": int((mask & ~feasible).sum())})
     return {"theta": theta, "followable": int(feasible.sum()),
-            "unfollowable": [Workflow.from_index(i).arrow() for i in np.flatnonzero(~feasible)],
+            "unfollowable": [Workflow.from_index(cast(int, i)).arrow()
+                             for i in np.flatnonzero(~feasible)],
             "unfollowable_ids": [int(i) for i in np.flatnonzero(~feasible)],
             "mean_compliance": [round(float(x), 4) for x in c],
             "shared_by_unfollowable": explains}
@@ -197,11 +199,11 @@ def analyse(rewards: np.ndarray, compliance: np.ndarray, theta: float = THETA) -
     for e in (eff, eff_f):
         if e is not None and e["F"] is not None:
             e["workflow_sd_upper95"] = workflow_sd_upper(e)
-    out = {"runs": int(rewards.shape[0]), "effect": eff, "effect_followable": eff_f,
-           "run_sd": run_sd(rewards) if rewards.shape[0] >= 2 else None,
-           "relations_reward": relation_effects(rewards),
-           "relations_compliance": relation_effects(compliance),
-           "feasibility": feas, "best": best}
+    out: dict[str, Any] = {"runs": int(rewards.shape[0]), "effect": eff, "effect_followable": eff_f,
+                           "run_sd": run_sd(rewards) if rewards.shape[0] >= 2 else None,
+                           "relations_reward": relation_effects(rewards),
+                           "relations_compliance": relation_effects(compliance),
+                           "feasibility": feas, "best": best}
     out["sentence"] = sentence(out)
     return out
 

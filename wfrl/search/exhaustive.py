@@ -77,6 +77,7 @@ def _base_policy(cfg: ExhaustiveConfig, collector, out: Path, progress):
     seed and settings (saved as base.pt and reused when the table is continued)."""
     if cfg.pretrain_episodes == 0:
         return None
+    assert cfg.pretrain_episodes is not None   # (cfg.resolved())
     path = out / "base.pt"
     if path.exists():
         return load_checkpoint(path)
@@ -238,6 +239,8 @@ def check_same_protocol(cfg: ExhaustiveConfig, out: Path) -> None:
 
 def _exhaustive_one(cfg: ExhaustiveConfig, progress) -> Path:
     """One table in cfg.out (made and locked by the caller, locked_dir)."""
+    assert (cfg.red_agent is not None and cfg.pretrain_episodes is not None
+            and cfg.eval_episodes is not None)   # (cfg.resolved())
     out = Path(cfg.out)
     make_backend(cfg.backend, cfg.red_agent).close()
     csv_path = out / "exhaustive.csv"

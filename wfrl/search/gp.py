@@ -25,10 +25,14 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from wfrl.workflow import ALL_WORKFLOWS, N_TYPES
+
+if TYPE_CHECKING:
+    from sklearn.gaussian_process import GaussianProcessRegressor
 
 PAIRS = tuple((i, j) for i in range(N_TYPES) for j in range(i + 1, N_TYPES))
 N_WORKFLOWS = len(ALL_WORKFLOWS)
@@ -95,7 +99,7 @@ class PermutationGP:
     def __init__(self, seed: int = 0, optimize: bool = True, length_scale: float = 2.0,
                  noise: float = 0.1, prior_mean: float | None = None, scale: float | None = None,
                  min_length_scale: float = MIN_LENGTH_SCALE, max_noise: float = 1.0,
-                 min_signal: float | None = None, linear: bool = True,
+                 min_signal: float | None = None, linear: bool | str = True,
                  max_length_scale: float = 20.0, bias: float | None = None):
         self.seed, self.optimize = seed, optimize
         self.bias = bias
@@ -104,7 +108,7 @@ class PermutationGP:
         self.min_length_scale, self.max_noise = min_length_scale, max_noise
         self.min_signal = MIN_SIGNAL if min_signal is None else min_signal
         self.linear, self.max_length_scale = linear, max_length_scale
-        self.gpr = None
+        self.gpr: GaussianProcessRegressor | None = None
         self.y_mean, self.y_std = 0.0, 1.0
         self.trend, self.z_ref = 0.0, 0.0
 
@@ -239,9 +243,10 @@ class PermutationGP:
         body = k.k1.k1 if self.bias else k.k1
         rbf = body.k1 if self.linear else body
         L = float(rbf.k2.length_scale)
-        extra = ({"relation_weights": [round(float(x), 4) for x in body.k2.weights]}
-                 if self.linear == "ard" else
-                 {"linear_var": float(body.k2.k1.constant_value)} if self.linear else {})
+        extra: dict[str, Any] = (
+            {"relation_weights": [round(float(x), 4) for x in body.k2.weights]}
+            if self.linear == "ard" else
+            {"linear_var": float(body.k2.k1.constant_value)} if self.linear else {})
         if self.bias:
             extra["offset_var"] = float(k.k1.k2.constant_value)
         return {**extra, "signal_var": float(rbf.k1.constant_value), "rbf_length_scale": L,
@@ -256,6 +261,8 @@ class _CachedParams:
     and inspect.signature each time: most of a fit's time at the search's sizes, where the
     linear algebra is small). The same names in the same order — scikit-learn's own rules, held
     equal to its methods by tests/test_gp.py — so the same fits to the bit."""
+
+    _cached_names: ClassVar[tuple[list[str], list[str]]]   # (set per class by _names)
 
     @classmethod
     def _names(cls) -> tuple[list[str], list[str]]:

@@ -4,12 +4,21 @@ visits in visit order. A part of wfrl.search.loop.WorkflowSearch (its mixin): th
 the search's state, run directory, optimizer and commit."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wfrl.runlog import (BASE_POLICY, atomic_write_bytes, checkpoint_path, load_checkpoint,
                          save_checkpoint)
 from wfrl.search.report import describe_pick
 from wfrl.search.state import Pending, Visit, as_plain, visit_from_json
 from wfrl.training.steps import state_payload
 from wfrl.workflow import Workflow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from wfrl.config.run import SearchConfig
+    from wfrl.search.state import Pick, SearchState, StateWriter
 
 
 def visit_source(parent, wf_index: int) -> str:
@@ -22,6 +31,29 @@ def visit_source(parent, wf_index: int) -> str:
 
 class VisitsInFlight:
     """WorkflowSearch's steps with K visits in flight."""
+
+    if TYPE_CHECKING:   # what it uses of WorkflowSearch
+        cfg: SearchConfig
+        state: SearchState
+        run: Path
+        progress: Callable[[str], None]
+        _writer: StateWriter
+
+        def _ask(self, pending=()) -> Pick: ...
+
+        def _parent_for(self, wf_index: int) -> int | None: ...
+
+        def _lineage(self, parent) -> int: ...
+
+        def _commit(self, learner) -> None: ...
+
+        def _log_update(self, row: dict, ustats: dict) -> None: ...
+
+        def _tell_visit(self, visit, complete: bool, played: int) -> None: ...
+
+        def _rate(self) -> float: ...
+
+        def _eta(self) -> str: ...
 
     def _run_concurrent(self) -> None:
         """--concurrent-visits K: visit i is asked once visit i − K is told (the visits in flight

@@ -30,6 +30,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,11 +92,13 @@ class WorkflowSearch(VisitsInFlight):
         self.pooled = cfg.concurrent_visits > 1 if pooled is None else bool(pooled)
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self.run = Path(cfg.out)
-        self._t0 = None  # start of this session (run_search)
-        self.steps = None  # LearnerSteps of run_search
-        self.collector = None  # the collector of run_search (the warm-up's, then the search's)
+        self._t0: float | None = None  # start of this session (run_search)
+        self.steps: LearnerSteps | None = None  # LearnerSteps of run_search
+        # the collector of run_search (the warm-up's, then the search's; Any: make_collector's
+        # collectors have a `lam` the Collector protocol does not declare)
+        self.collector: Any = None
         self._writer = StateWriter()   # the commits (_commit)
-        self._eval_backends = {}       # red -> backend of the greedy visit evaluations
+        self._eval_backends: dict = {}   # red -> backend of the greedy visit evaluations
         if resume:
             self.state, self.learner_state = self._open_resume()
         else:
@@ -244,6 +247,7 @@ class WorkflowSearch(VisitsInFlight):
         """Reopen the collector if it plays with another alignment weight than _alignment_now()
         (at the warm-up's end; nothing is collected ahead across the switch)."""
         if self.collector.lam != self._alignment_now():
+            assert self.steps is not None   # (opened with the collector)
             self.steps.cancel()
             old, self.collector = self.collector, None   # (closed once, whatever happens next)
             old.close()
@@ -276,6 +280,7 @@ class WorkflowSearch(VisitsInFlight):
 
     def _rate(self) -> float:
         """Episodes per second in this session (since start or resume), updates included."""
+        assert self._t0 is not None   # (set by run_search)
         return ((self.state.episodes_used - self._episodes_at_start)
                 / max(time.perf_counter() - self._t0, 1e-9))
 
@@ -308,6 +313,7 @@ class WorkflowSearch(VisitsInFlight):
             if pretraining.episodes >= until:
                 continue
             self._match_collector()
+            assert self.steps is not None   # (opened by run_search)
             for wf, n, eps, ustats, t_collect, t_update in pretrain(
                     self.steps, learner, cfg.seed, first_episode, pretraining.episodes,
                     total, cfg.episodes_per_update, pretraining.updates,
@@ -372,6 +378,7 @@ class WorkflowSearch(VisitsInFlight):
         self.opt.ask(pending=pending)
         state.optimizer = self.opt.state_dict()
         asked = self.opt.last_ask
+        assert asked is not None   # (set by ask)
         return Pick(workflow=asked["workflow"], score=asked["score"], mean=asked["mu"],
                     sd=asked["sd"], ucb=asked["ucb"], beta=asked["beta"],
                     p_feasible=asked["p_feasible"])
@@ -413,6 +420,7 @@ class WorkflowSearch(VisitsInFlight):
     def _train_update(self, collector, learner) -> str | None:
         """One update of the active visit, logged; returns why the visit stops, or None."""
         cfg, state, visit = self.cfg, self.state, self.state.active
+        assert visit is not None   # (called while a visit is active)
         wf = Workflow.from_index(visit.workflow)
         first = state.episodes_used - visit.episodes   # the visit's episodes follow on
         row, ustats, stop = visit_update(cfg, self.steps, learner, visit, first,
@@ -425,6 +433,7 @@ class WorkflowSearch(VisitsInFlight):
         state.trained[wf.index] = state.trained.get(wf.index, 0) + n
         self._log_update(row, ustats)
         left = cfg.total_episodes - state.episodes_used
+        assert visit.last_update is not None   # (set by visit_update)
         self.progress(f"  {wf.arrow()} | update {visit.updates:3d} | "
                       f"{self._rate():6.1f} eps/s | reward {row['Env_Reward']:8.2f}"
                       f" ± {row['Env_Reward_SE']:5.2f} | compliance "
@@ -443,6 +452,7 @@ class WorkflowSearch(VisitsInFlight):
     def _record_visit(self, collector, learner, stop: str) -> None:
         """The active visit ended: save its policy, measure it, tell the optimizer, log it."""
         cfg, state, visit = self.cfg, self.state, self.state.active
+        assert visit is not None   # (called while a visit is active)
         wf = Workflow.from_index(visit.workflow)
         save_checkpoint(checkpoint_path(self.run, wf.index), policy_payload(
             learner, cfg.ppo, str(wf), wf.index, episodes=state.trained.get(wf.index, 0),

@@ -173,10 +173,11 @@ class WorkflowOptimizer:
         self.history: list[dict] = []
         self.rng = np.random.default_rng([self.seed, 0x5EA])
         self.last_ask: dict | None = None
-        self._models = None
-        self._posterior = None
-        self._acq_posterior = None
-        self._acq_reward = None   # the acquisition's reward GP (acquisition_posterior)
+        self._models: tuple[PermutationGP, PermutationGP] | None = None
+        self._posterior: Posterior | None = None
+        self._acq_posterior: Posterior | None = None
+        # the acquisition's reward GP (acquisition_posterior)
+        self._acq_reward: PermutationGP | None = None
 
     # ------------------------------------------------------------------ data
     def tell(self, workflow, reward: float | None, reward_se: float, compliance: float,
@@ -405,6 +406,7 @@ class WorkflowOptimizer:
         rng = np.random.default_rng([self.seed, 0xB357])
         draws = reward.sample(n_samples, rng)                  # n × 120
         best = self.recommend()
+        assert best is not None   # (there are candidates)
         sub = draws[:, candidates]
         winners = np.asarray(candidates)[np.argmax(sub, axis=1)]
         p_best = {w: float(np.mean(winners == w)) for w in candidates}
@@ -415,6 +417,7 @@ class WorkflowOptimizer:
         # workflow's own compliant visits trail the best's by more than a Bonferroni margin over
         # the evaluated workflows. The model alone calls unvisited and equal workflows worse
         # (docs/search-choices.md; tests/test_optimizer.py).
+        measured: dict[int, tuple[float, float]] | set[int]
         measured = {w: m for w, m in self.measured(reward).items() if w in feasible}
         worse = measured_worse(measured, best, level)
         tied = [w for w, b in zip(feasible, beats)

@@ -22,6 +22,7 @@ table compares acquisitions only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -119,8 +120,8 @@ def run_one(inst: PlantedInstance, acquisition: str, seed: int, k_max: int = max
     best = inst.best()
     picks: list[int] = []
     in_flight: list[int] = []
-    out = {"ranks": {}, "near_best": {}, "reported": {}, "feasible_right": {},
-           "feasible_right_sure": {}}
+    out: dict[str, Any] = {"ranks": {}, "near_best": {}, "reported": {}, "feasible_right": {},
+                           "feasible_right_sure": {}}
     for k in range(1, k_max + 1):
         while len(picks) < k_max and len(in_flight) < batch:
             w = opt.ask(pending=in_flight).index

@@ -67,6 +67,7 @@ def plot_posterior(path: Path, opt, report) -> Path:
     post = opt.posterior()
     mu, sd, pf = post.mean, post.sd, post.p_feasible
     n = len(mu)
+    names: tuple[str, ...] | list[str]
     if report.relations:
         r = report.relations[0]
         k = PAIRS.index((min(r.first, r.second), max(r.first, r.second)))

@@ -23,6 +23,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,9 +56,10 @@ def best_after(gp_log_rows: list[dict], k: int, detrend: bool = True, seed: int 
     to the observations of visits 1..k."""
     from wfrl.search.gp import PermutationGP
     from wfrl.search.loop import fit_observations
-    obs = [{"workflow": int(r["Workflow_ID"]), "reward": float(r["Reward"]),
-            "se": float(r["Reward_SE"]), "lineage": int(r.get("Lineage_Episodes") or 0)}
-           for r in gp_log_rows if int(r["Iteration"]) <= k and r["GP_Updated"] == "True"]
+    obs: list[dict[str, Any]] = [
+        {"workflow": int(r["Workflow_ID"]), "reward": float(r["Reward"]),
+         "se": float(r["Reward_SE"]), "lineage": int(r.get("Lineage_Episodes") or 0)}
+        for r in gp_log_rows if int(r["Iteration"]) <= k and r["GP_Updated"] == "True"]
     if not obs:
         return None
     mu, _ = fit_observations(PermutationGP(seed=seed), obs, detrend).predict()

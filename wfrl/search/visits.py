@@ -120,6 +120,7 @@ def measure_visit(cfg, steps, collector, learner, visit: Visit, stop: str,
     gp_updated = complete and compliance >= cfg.compliance_threshold
     result = Measurement(last.reward, last.se, compliance)
     if n_eval < 0 or (gp_updated and cfg.gp_eval_episodes > 0):
+        assert visit.evaluation is not None   # (n_eval != 0 here: the visit was evaluated)
         result = Measurement(visit.evaluation["reward"], visit.evaluation["se"], compliance)
     visit.stop, visit.result, visit.gp_updated = stop, result, gp_updated
     return complete, played

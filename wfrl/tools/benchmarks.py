@@ -17,6 +17,7 @@ import importlib.util
 import os
 import random
 import time
+from typing import Any, cast
 
 
 from wfrl.collect.base import COLLECTORS, make_collector
@@ -127,7 +128,7 @@ def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -
 
     from wfrl.config.run import TrainConfig
     from wfrl.training.run import train
-    walls = {k: [] for k in variants}
+    walls: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(repeats):
         for k, settings in variants.items():
             if before is not None:
@@ -181,9 +182,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     net = ppo.net()
     wf = Workflow.parse("critical_first")
     cond = np.tile(wf.onehot(), (episodes_per_update, 1))
-    out = {"collector": collector, "n_workers": n_workers, "episodes_per_update":
-           episodes_per_update, "torch_threads": torch.get_num_threads(),
-           "cpu_count": os.cpu_count()}
+    out: dict[str, Any] = {"collector": collector, "n_workers": n_workers, "episodes_per_update":
+                           episodes_per_update, "torch_threads": torch.get_num_threads(),
+                           "cpu_count": os.cpu_count()}
 
     # collect only, and a store of recorded batches for the update
     learner = PPOLearner(ppo, seed=seed)
@@ -192,6 +193,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     recorded = []
     try:
         c.collect(learner.flat_weights(), 0, wf, 0, episodes_per_update)   # warm-up
+        times: list[float] | dict[str, list[float]]
         times = []
         for b in range(batches):
             t = time.perf_counter()
@@ -199,8 +201,9 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
                       episodes_per_update)
             times.append(time.perf_counter() - t)
             if b < 3:
-                recorded.append({k: v.copy() for k, v in c.buffer.arrays.items()})
-        buffer = c.buffer
+                # (Any: the collector's buffer, a wfrl._core.TrajectoryBuffer)
+                recorded.append({k: v.copy() for k, v in cast(Any, c.buffer).arrays.items()})
+        buffer: Any = c.buffer
         out["collect_episodes_per_s"] = episodes_per_update / _median(times)
         say(f"collect only ({collector} x{n_workers}): "
             f"{out['collect_episodes_per_s']:.0f} episodes/s")
@@ -305,12 +308,12 @@ def bench_belief_train(particles: int = 32, episodes_per_update: int = 200, batc
     ppos = {"plain": PPOConfig(**ppo_preset),
             "belief": PPOConfig(**{**ppo_preset, "belief_input": particles})}
     wf = Workflow.parse("critical_first")
-    out = {"collector": collector, "n_workers": n_workers, "particles": particles,
-           "episodes_per_update": episodes_per_update, "red_agent": red_agent}
+    out: dict[str, Any] = {"collector": collector, "n_workers": n_workers, "particles": particles,
+                           "episodes_per_update": episodes_per_update, "red_agent": red_agent}
     collectors = {k: make_collector(collector, "sim", red_agent, p.net(), seed, 30.0, False,
                                     n_workers, episodes_per_update) for k, p in ppos.items()}
     weights = {k: PPOLearner(p, seed=seed).flat_weights() for k, p in ppos.items()}
-    times = {k: [] for k in ppos}
+    times: dict[str, list[float]] = {k: [] for k in ppos}
     try:
         for b in range(batches + 1):          # the first round warms up
             for k, c in collectors.items():
@@ -359,7 +362,7 @@ def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
     say = progress or (lambda line: None)
     collector = resolve_collector(collector)
     _, ppo_preset = preset_settings("recipe")
-    routes = {"recipe": {}, "pcritic": {"privileged_critic": True}}
+    routes: dict[str, dict[str, Any]] = {"recipe": {}, "pcritic": {"privileged_critic": True}}
     fast = {"privileged_critic": True, "privileged_epochs": 2}
     routes["pcritic_fast"] = fast
     if teacher is not None:
@@ -372,9 +375,9 @@ def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
                               red_agent=red_agent, total_episodes=e2e_episodes,
                               episodes_per_update=episodes_per_update, seed=seed),
                          repeats, say)
-    out = {"collector": collector, "n_workers": n_workers, "teacher": teacher,
-           "episodes_per_update": episodes_per_update, "red_agent": red_agent,
-           "e2e_episodes": e2e_episodes}
+    out: dict[str, Any] = {"collector": collector, "n_workers": n_workers, "teacher": teacher,
+                           "episodes_per_update": episodes_per_update, "red_agent": red_agent,
+                           "e2e_episodes": e2e_episodes}
     out.update(_e2e_rates(walls, e2e_episodes))
     for k in routes:
         if k != "recipe":
@@ -424,8 +427,9 @@ def bench_attack_train(defender: str = "pretrained:critical_first",
             walls["red"].append(time.perf_counter() - t)
         say(f"end to end, red against {defender}, run {r + 1}: "
             f"{e2e_episodes / walls['red'][-1]:.0f} episodes/s")
-    out = {"defender": defender, "collector": collector, "n_workers": n_workers,
-           "episodes_per_update": episodes_per_update, "e2e_episodes": e2e_episodes}
+    out: dict[str, Any] = {"defender": defender, "collector": collector, "n_workers": n_workers,
+                           "episodes_per_update": episodes_per_update,
+                           "e2e_episodes": e2e_episodes}
     out.update(_e2e_rates(walls, e2e_episodes))
     out["red_vs_recipe"] = out["e2e_red_episodes_per_s"] / out["e2e_recipe_episodes_per_s"]
     say(f"end to end: red {out['e2e_red_episodes_per_s']:.0f} episodes/s, the blue recipe "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import IO, Any
 
 import numpy as np
 
@@ -396,7 +397,8 @@ def save_reference(path, summaries: dict, full: dict, meta: dict) -> None:
     import json
     import os
     import tempfile
-    arrays = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
+    arrays: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
+    f: str | IO[bytes]   # (a field's name, then the file written)
     for key, s in summaries.items():
         for f in EpisodeSummary.__dataclass_fields__:
             arrays[f"{key}:{f}"] = getattr(s, f)
@@ -431,7 +433,7 @@ def load_reference(path):
     summaries, full = {}, {}
     keys = {k.rsplit(":", 1)[0] for k in data}
     for key in sorted(keys):
-        fields = {f: data.get(f"{key}:{f}") for f in EpisodeSummary.__dataclass_fields__}
+        fields: dict[str, Any] = {f: data.get(f"{key}:{f}") for f in EpisodeSummary.__dataclass_fields__}
         if any(v is None for v in fields.values()):
             raise UserError(f"the CybORG reference {path} lacks fields for {key}")
         summaries[key] = EpisodeSummary(**fields)

@@ -103,8 +103,9 @@ def test_belief_update_cost(benchmark, planning):
     for n in ns:
         benchmark.extra_info[f"belief_{n}_us_per_step"] = med[n] * 1e6
         benchmark.extra_info[f"belief_{n}_rate_kept"] = act / (act + med[n])
-    print("\nacting step %.1f us; belief update + block per step: %s" % (act * 1e6, ", ".join(
-        f"N={n} {med[n] * 1e6:.1f} us (rate kept {act / (act + med[n]):.2f})" for n in ns)))
+    per_n = ", ".join(f"N={n} {med[n] * 1e6:.1f} us (rate kept {act / (act + med[n]):.2f})"
+                      for n in ns)
+    print(f"\nacting step {act * 1e6:.1f} us; belief update + block per step: {per_n}")
     assert med[256] <= 1.5 * 16 * med[16], med
 
 
@@ -115,6 +116,7 @@ def test_belief_policy_decision_time(benchmark):
     particles. Recorded: µs per decision of each. Asserted: with 32 particles a decision stays
     below a millisecond (a CybORG step takes tens of milliseconds)."""
     from wfrl._core import Actor, Cage2Sim
+
     from wfrl.collect.rollout import make_policy
     from wfrl.ppo.netspec import NetSpec
     from wfrl.ppo.policy import ActorCritic

@@ -23,7 +23,6 @@ import time
 
 import numpy as np
 import pytest
-
 from wfrl._core import Cage2Sim
 
 N_BATCH = 4096

@@ -40,8 +40,8 @@ import subprocess
 import sys
 import time
 
-from wfrl.tools.benchmarks import bench_belief_train, bench_privileged_train, bench_train
 from wfrl.ppo.learner import COMPILED_FAST
+from wfrl.tools.benchmarks import bench_belief_train, bench_privileged_train, bench_train
 
 
 def test_train_update_and_overlap(benchmark):

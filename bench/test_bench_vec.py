@@ -24,9 +24,9 @@ import time
 import gymnasium
 import numpy as np
 import pytest
+from wfrl._core import Cage2Sim
 
 import wfrl.envs
-from wfrl._core import Cage2Sim
 
 SIZES = (1, 64, 1024, 4096)
 STEPS = 100          # calls per round of the vector env

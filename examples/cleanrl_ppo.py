@@ -83,7 +83,7 @@ def parse_args(argv=None) -> Args:
     return Args(**vars(p.parse_args(argv)))
 
 
-def layer(n_in, n_out, gain=np.sqrt(2)):
+def layer(n_in, n_out, gain=2 ** 0.5):
     lin = nn.Linear(n_in, n_out)
     nn.init.orthogonal_(lin.weight, gain)
     nn.init.zeros_(lin.bias)

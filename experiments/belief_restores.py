@@ -21,16 +21,16 @@ import argparse
 import json
 
 import numpy as np
-
 from wfrl._core import Actor, Cage2Sim, Planner
-from wfrl.evaluation.checkpoint import policy_of_checkpoint
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs.base import is_leaderboard
+from wfrl.evaluation.checkpoint import policy_of_checkpoint
+from wfrl.evaluation.screen import first_episode
 from wfrl.features import MIXTURE_RED_BITS
 from wfrl.ppo.netspec import NetSpec
 from wfrl.ppo.policy import ActorCritic
 from wfrl.rng import episode_seeds
-from wfrl.evaluation.screen import first_episode
 from wfrl.workflow import Workflow
 
 HOSTS = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",

@@ -9,11 +9,14 @@ import json
 import re
 import sys
 from pathlib import Path
+
 import numpy as np
+
 from wfrl.runlog import read_csv
 from wfrl.search.exhaustive import load_exhaustive
 from wfrl.search.optimizer import WorkflowOptimizer
 from wfrl.workflow import Workflow
+
 truth = np.zeros(120, bool)
 for r in load_exhaustive(Path("bench/data/exhaustive_B_lineAgent_conditioned.csv")):
     truth[r["Workflow_ID"]] = r["Compliance"] >= 0.95

@@ -9,8 +9,9 @@ import random
 import signal
 import subprocess
 import sys
-import time
 import tempfile
+import time
+
 PY = sys.executable
 rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 n = int(sys.argv[1])

@@ -23,11 +23,11 @@ import sys
 import time
 
 import numpy as np
-
 from policy_anatomy import action_name
+
 from wfrl.envs import make_backend
-from wfrl.rng import episode_seeds
 from wfrl.envs.actions import HOSTS
+from wfrl.rng import episode_seeds
 
 LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+r=\s*(-?[\d.]+)\s+total=\s*(-?[\d.]+)\s+red_access=(\d{13})")
 H = {h: i for i, h in enumerate(HOSTS)}

@@ -6,15 +6,19 @@ episodes each (episode seed 4242, not used by training or its periodic evaluatio
 """
 import sys
 from collections import Counter
+
 import numpy as np
 from wfrl._core import Actor
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
+from wfrl.envs.actions import DECOY_KINDS
 from wfrl.evaluation.checkpoint import weights_from_checkpoint
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
-from wfrl.envs.actions import DECOY_KINDS
+
+
 def name(a):
     if a >= 132: return f"Restore{a-132}"
     if 28 <= a < 132: return f"{DECOY_KINDS[(a-28)//13]}@{(a-28)%13}"

@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from wfrl.evaluation.checkpoint import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
-from wfrl.evaluation.returns import play
+from wfrl.evaluation.checkpoint import policy_of_checkpoint
 from wfrl.evaluation.planner import PlanBudget, make_planner, red_set
+from wfrl.evaluation.returns import play
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block, episode_seeds
 from wfrl.workflow import Workflow
 

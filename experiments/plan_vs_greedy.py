@@ -12,10 +12,11 @@ import sys
 import time
 
 import numpy as np
-from wfrl.evaluation.cage2 import policy_of_checkpoint
+
 from wfrl.envs import make_backend
-from wfrl.evaluation.returns import play, play_with_plan
+from wfrl.evaluation.cage2 import policy_of_checkpoint
 from wfrl.evaluation.planner import PlanBudget
+from wfrl.evaluation.returns import play, play_with_plan
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.workflow import Workflow
 

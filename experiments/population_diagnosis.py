@@ -13,8 +13,8 @@ import collections
 import json
 
 import numpy as np
-
 from red_anatomy import blue_side
+
 from wfrl.envs.actions import HOSTS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST
 from wfrl.training.attack import load_defender
 from wfrl.workflow import HOST_TYPE, UNIT_TYPES

@@ -63,8 +63,10 @@ for lam, e in res.items():
 print("\n".join(lines))
 
 import matplotlib  # noqa: E402  (the figure after the table)
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
 fig, ax = plt.subplots(figsize=(8, 5))
 for k, (name, marker) in enumerate((("enterprise_before_user", "o"), ("user_before_enterprise", "s"))):
     xs = [res[l][name]["compliance"] for l in res]

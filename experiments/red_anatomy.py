@@ -13,16 +13,15 @@ import collections
 import json
 
 import numpy as np
+from wfrl._core import DuelSlots
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import run_episodes
 from wfrl.envs import make_backend
 from wfrl.envs.actions import HOSTS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST
-from wfrl.envs.duel import HOST_SUBNET, RED_ACTION_NAMES
 from wfrl.envs.base import RED_SUBNETS
+from wfrl.envs.duel import HOST_SUBNET, RED_ACTION_NAMES, red_weights
 from wfrl.training.attack import load_defender, play, red_buffer
-from wfrl.envs.duel import red_weights
-from wfrl._core import DuelSlots
 
 # the reward's parts per step (CAGE2): root on a host costs its value, a Restore 1, Impact 10
 VALUE = {h: (1.0 if HOST_SUBNET[h] == 1 and h != "Defender" else 0.1)

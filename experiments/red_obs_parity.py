@@ -12,11 +12,11 @@ import argparse
 import json
 
 import numpy as np
-
 from wfrl._core import Actor
+
 from wfrl.envs import make_backend
-from wfrl.envs.duel import RED_HOST_FEATURES, RED_OBS_DIM
 from wfrl.envs.actions import HOSTS
+from wfrl.envs.duel import RED_HOST_FEATURES, RED_OBS_DIM
 from wfrl.rng import episode_seeds
 from wfrl.training.attack import load_defender
 

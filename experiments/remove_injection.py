@@ -6,14 +6,17 @@ holds only a user-level session there (read from the true state: an oracle) repl
     .venv/bin/python experiments/remove_injection.py CHECKPOINT EPISODES
 """
 import sys
+
 import numpy as np
 from wfrl._core import Actor
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.evaluation.checkpoint import weights_from_checkpoint
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
+
 ck = load_checkpoint(sys.argv[1]); n = int(sys.argv[2])
 weights, net = weights_from_checkpoint(ck)
 for mode in ("as is", "Restore(Ent1) at user level -> Remove(Ent1)", "same for Ent0"):
@@ -22,7 +25,7 @@ for mode in ("as is", "Restore(Ent1) at user level -> Remove(Ent1)", "same for E
     rets = []
     for env_seed, act_seed in zip(*episode_seeds(77, range(n))):
         backend.seed(int(env_seed)); obs, ra = backend.reset(); actor.begin(int(act_seed)); tot = 0.0
-        for t in range(100):
+        for _t in range(100):
             a = int(actor.act(obs, ra)[0])
             if mode.startswith("Restore") and a == 132 + 2 and ra[2] == 1: a = 15 + 2
             if mode.startswith("same") and a == 132 + 1 and ra[1] == 1: a = 15 + 1

@@ -6,14 +6,17 @@ actions, episode seeds from seed 77, and the host's observation bits at the Rest
 """
 import collections
 import sys
+
 import numpy as np
 from wfrl._core import Actor
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.evaluation.checkpoint import weights_from_checkpoint
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
 from wfrl.workflow import Workflow
+
 HOSTS = ["Def", "Ent0", "Ent1", "Ent2", "OpH0", "OpH1", "OpH2", "OpS0", "U0", "U1", "U2", "U3", "U4"]
 ck = load_checkpoint(sys.argv[1]); red = sys.argv[2]; n = int(sys.argv[3])
 weights, net = weights_from_checkpoint(ck)
@@ -22,7 +25,7 @@ backend = make_backend("sim", red)
 c = collections.Counter(); rem = collections.Counter(); obsc = collections.Counter()
 for env_seed, act_seed in zip(*episode_seeds(77, range(n))):
     backend.seed(int(env_seed)); obs, ra = backend.reset(); actor.begin(int(act_seed))
-    for t in range(100):
+    for _t in range(100):
         a = int(actor.act(obs, ra)[0])
         if a >= 132:
             h = a - 132; c[(HOSTS[h], int(ra[h]))] += 1

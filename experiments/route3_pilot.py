@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 import wfrl.envs as E
+from wfrl.features import N_HOSTS, TRUTH_DIM, truth_features
 from wfrl.rng import episode_seeds
 from wfrl.stats import standard_error
-from wfrl.features import N_HOSTS, TRUTH_DIM, truth_features
 from wfrl.workflow import FIRST_FIX_BONUS, is_fix
 
 N_ACT = 145
@@ -130,7 +130,7 @@ def evaluate(agent, red, seeds, truth_kind="none", backend="sim"):
     h = None
     ret = np.zeros(n)
     counts = np.zeros((n, 2))   # Remove, Restore actions per episode
-    for t in range(T):
+    for _t in range(T):
         x = torch.from_numpy(np.concatenate(
             [np.asarray(obs, np.float32), actor_truth(truth_kind, info["red_access"])], 1))
         m = torch.from_numpy(info["action_mask"])

@@ -77,6 +77,7 @@ def ray_constants() -> dict:
     loopback instance (wfrl.collect.ray.local.LocalRay)."""
     import numpy as np
     import ray
+
     from wfrl.collect.ray.local import LocalRay
     from wfrl.config.run import PPOConfig
     from wfrl.ppo.learner import PPOLearner

@@ -7,16 +7,15 @@ second decoy on User2, 1,000 simulator episodes per red (the same episodes for e
 import sys
 
 import numpy as np
-
 from wfrl._core import Actor
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
+from wfrl.envs.actions import DECOY_KINDS, HOSTS
 from wfrl.evaluation.checkpoint import weights_from_checkpoint
-from wfrl.envs.actions import DECOY_KINDS
 from wfrl.features import decoy_action
 from wfrl.rng import episode_seeds
 from wfrl.runlog import load_checkpoint
-from wfrl.envs.actions import HOSTS
 from wfrl.workflow import Workflow
 
 KIND = {k: i for i, k in enumerate(DECOY_KINDS)}

@@ -8,14 +8,14 @@ of wfrl.workflow.HOSTS) and the hosts the observation then shows (activity and c
 import sys
 
 import numpy as np
-
 from policy_anatomy import action_name
 from wfrl._core import Actor
-from wfrl.evaluation.cage2 import policy_of_checkpoint
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
-from wfrl.rng import episode_seeds
 from wfrl.envs.actions import HOSTS
+from wfrl.evaluation.cage2 import policy_of_checkpoint
+from wfrl.rng import episode_seeds
 from wfrl.workflow import Workflow
 
 

@@ -16,8 +16,8 @@ import collections
 import sys
 
 import numpy as np
-
 from wfrl._core import Actor
+
 from wfrl.collect.rollout import make_policy
 from wfrl.envs import make_backend
 from wfrl.evaluation.checkpoint import weights_from_checkpoint

@@ -29,9 +29,18 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_SEED,
-                               REFERENCE_VERSION, REFERENCES, concat_records, load_reference,
-                               pair_key, run_episodes, save_reference, summarise)
+from wfrl.tools.parity import (
+    FULL_TRAJECTORY_PAIR,
+    REFERENCE_SEED,
+    REFERENCE_VERSION,
+    REFERENCES,
+    concat_records,
+    load_reference,
+    pair_key,
+    run_episodes,
+    save_reference,
+    summarise,
+)
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "tests", "data")
 CHUNK = 50

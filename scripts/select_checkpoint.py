@@ -18,8 +18,8 @@ import csv
 import json
 import os
 
-from wfrl.evaluation.screen import returns
 from wfrl.evaluation.cage2 import LEADERBOARD, cage2_evaluate
+from wfrl.evaluation.screen import returns
 
 CATASTROPHE = -100.0
 SCREEN_STEPS = 50

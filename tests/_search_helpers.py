@@ -6,10 +6,9 @@ import io
 
 import pytest
 
-from wfrl.config.run import SearchConfig
-from wfrl.config.run import PPOConfig
-from wfrl.training.steps import TIMING_COLUMNS
+from wfrl.config.run import PPOConfig, SearchConfig
 from wfrl.search.loop import search
+from wfrl.training.steps import TIMING_COLUMNS
 
 # The recipe's learner (what `wfrl train` uses by default), small and quick.
 PPO = PPOConfig(hidden=32, epochs=2, memory=True, mask=True, clip_per_net=True)

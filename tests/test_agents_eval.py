@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.cli import main
 from wfrl.errors import UserError
+from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
 SHIPPED = "pretrained:critical_first"
@@ -211,8 +211,8 @@ def test_a_factory_with_a_workflow_parameter_gets_the_evaluations_workflow():
     otherwise; two orders play differently on the same episodes."""
     import numpy as np
 
-    from wfrl.evaluation.agents import make_agent, play_episodes
     from wfrl.envs import make_backend
+    from wfrl.evaluation.agents import make_agent, play_episodes
     from wfrl.workflow import HOST_TYPE, USER0, Workflow
     played, compliance = {}, {}
     for wf in ("critical_first", "reverse"):

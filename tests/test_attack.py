@@ -42,6 +42,7 @@ def test_the_duel_loop_equals_its_python_twin(defender, greedy):
     # same red actions and rewards, the same blue returns, log-probabilities and values to
     # float rounding, on both codes.
     from wfrl._core import DuelSlots
+
     from wfrl.rng import episode_seeds
     w = _red_weights()
     for leaderboard in (False, True):
@@ -68,6 +69,7 @@ def test_the_duel_loop_equals_its_python_twin(defender, greedy):
 
 def test_red_masks_read_from_the_observation_equal_the_simulators():
     from wfrl._core import Cage2Sim
+
     from wfrl.envs.duel import RED_N_ACTIONS
     sim = Cage2Sim(1, "SleepAgent", external=True)
     rng = np.random.default_rng(3)
@@ -249,6 +251,7 @@ def test_a_learned_red_scores_on_cybORG_as_on_the_simulator(short_attack, defend
     # The short attack's red against the shipped specialist: its return on CybORG (30 episodes)
     # within the parity tolerance of the simulator's (300), far below B_line's.
     from wfrl._core import DuelSlots
+
     from wfrl.collect.rollout import run_episodes
     from wfrl.envs import make_backend
     from wfrl.evaluation.checkpoint import weights_from_checkpoint
@@ -268,6 +271,7 @@ def test_a_learned_red_plays_the_same_episodes_in_every_loop(short_attack, defen
     # (SimBackend.step, the gymnasium env) and red's own duel loop play the same episodes, so a
     # defender's score against a learned red is one number whoever computes it.
     from wfrl._core import DuelSlots
+
     from wfrl.collect.rollout import run_episodes
     from wfrl.envs import make_backend
     from wfrl.evaluation.checkpoint import weights_from_checkpoint
@@ -317,6 +321,7 @@ def test_blue_trains_against_a_learned_red_with_any_collector(short_attack, tmp_
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "learned to attack on the installed CybORG code" in res.stderr
     from wfrl._core import SimSlots
+
     from wfrl.envs.duel import red_weights
     for make in (lambda: SimSlots(1, red, True), lambda: red_weights(red[8:], True)):
         with pytest.raises(UserError, match="learned to attack on the installed CybORG code"):
@@ -342,8 +347,9 @@ def test_the_shipped_reds_are_strong_against_their_defenders():
     # docs/duel.md); each names its defender and how it was made, and against it, on episodes
     # none of them trained on, takes far more than B_line does (about -13; the leaderboard
     # code's about -11).
-    import wfrl.envs.duel as duel
     from wfrl._core import DuelSlots
+
+    import wfrl.envs.duel as duel
     from wfrl.runlog import load_checkpoint
     names = duel.shipped_reds()
     assert names == ["vs_any_workflow", "vs_critical_first", "vs_critical_first_leaderboard",

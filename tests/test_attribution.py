@@ -8,11 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.envs.actions import N_HOSTS
-from wfrl.evaluation.attribution import (IMPACT, N_COLUMNS, OTHER, PRIVILEGED_COST, CostRecorder,
-                                         format_costs, step_costs, summarise)
-from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.cli import main
+from wfrl.envs.actions import N_HOSTS
+from wfrl.evaluation.attribution import (
+    IMPACT,
+    N_COLUMNS,
+    OTHER,
+    PRIVILEGED_COST,
+    CostRecorder,
+    format_costs,
+    step_costs,
+    summarise,
+)
+from wfrl.evaluation.cage2 import cage2_evaluate, format_table
 from wfrl.evaluation.planner import PlanBudget
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"
@@ -48,7 +56,7 @@ def test_summary_adds_up_and_names_every_host():
     rec = CostRecorder()
     access = np.zeros(13, np.uint8)
     access[2] = 2
-    for ep in range(3):
+    for _ep in range(3):
         for t in range(4):
             rec.step(132 + 2 if t == 0 else 0, -2.0 if t == 0 else -1.0, access)
         rec.end_episode()

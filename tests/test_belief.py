@@ -4,11 +4,18 @@ particles) step by step on both codes, and it says what a belief should: shares 
 the true red kind sorted out, the true access held with weight."""
 import numpy as np
 import pytest
-
-from wfrl._core import (BELIEF_DIM, PLAN_RED_MEANDER, Cage2Sim, ParticleFilter, Planner,
-                        cage2_red_access, cage2_red_kind)
-from wfrl.features import TRUTH_DIM, ParticleFilterReference, belief_features
 from test_plan import _episode_obs, _policy
+from wfrl._core import (
+    BELIEF_DIM,
+    PLAN_RED_MEANDER,
+    Cage2Sim,
+    ParticleFilter,
+    Planner,
+    cage2_red_access,
+    cage2_red_kind,
+)
+
+from wfrl.features import TRUTH_DIM, ParticleFilterReference, belief_features
 
 
 def test_the_plain_block_of_known_particles():
@@ -53,8 +60,8 @@ def test_compiled_block_equals_the_plain_twin_step_by_step(red_set, leaderboard,
 
 
 def test_the_belief_finds_the_red_and_weighs_the_true_access():
-    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
     pol = make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True)

@@ -9,10 +9,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from _helpers import (assert_batch_reproduces_the_rollout, collector_rows, compare_with_reference,
-                      run_wfrl, train_tiny)
-
 import wfrl._core as core
+from _helpers import (
+    assert_batch_reproduces_the_rollout,
+    collector_rows,
+    compare_with_reference,
+    run_wfrl,
+    train_tiny,
+)
+
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import actor_episode, make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
@@ -137,8 +142,8 @@ def test_bad_belief_settings_are_refused():
     policy = make_policy(w, BOTH, WF, 1.0, greedy=True)
     with pytest.raises(ValueError, match="belief input"):
         core.Planner(policy, 8, 2, 4, 2, 0.0, 1)
-    from wfrl.evaluation.checkpoint import net_from_checkpoint
     from wfrl.errors import UserError
+    from wfrl.evaluation.checkpoint import net_from_checkpoint
     assert net_from_checkpoint({"net": BOTH.to_dict()}) == BOTH
     assert net_from_checkpoint({"net": {"hidden": 64, "memory": True}}).belief == 0
     with pytest.raises(UserError, match="belief"):

@@ -3,8 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wfrl.collect.buffer import (ReferenceTrajectoryBuffer, allocate_flat, allocate_trajectory,
-                                 compiled_buffer)
+from wfrl.collect.buffer import ReferenceTrajectoryBuffer, allocate_flat, allocate_trajectory, compiled_buffer
 
 
 def _fill(buf, plan, rng_seed, obs_dim, n_hosts):

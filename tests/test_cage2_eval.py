@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from wfrl.evaluation.cage2 import CAGE2_LENGTHS, CAGE2_REDS, cage2_evaluate, format_table
 from wfrl.cli import main
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episodes
-from wfrl.envs import make_backend
-from wfrl.evaluation.returns import play
 from wfrl.config.run import PPOConfig
+from wfrl.envs import make_backend
+from wfrl.evaluation.cage2 import CAGE2_LENGTHS, CAGE2_REDS, cage2_evaluate, format_table
+from wfrl.evaluation.returns import play
 from wfrl.ppo.learner import PPOLearner
 from wfrl.rng import CAGE2_EPISODE_BASE, episode_block
 from wfrl.runlog import read_csv, save_checkpoint

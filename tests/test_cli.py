@@ -366,6 +366,7 @@ def test_init_from_starts_from_the_checkpoints_weights(tmp_path):
     at about -13 per episode; a fresh network at about -400), its weights moved only by the
     updates since, and the optimiser fresh."""
     import torch
+
     from wfrl.runlog import load_checkpoint
     args = ("train", "--workflow", "critical_first", "--red-agent", "mixed", "--total-episodes", 20,
             "--episodes-per-update", 10, "--collector", "sequential", "--seed", 3)

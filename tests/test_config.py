@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
+from wfrl.cli.parser import build_parser
 from wfrl.config import eval as config_eval
 from wfrl.config import fields, run
 from wfrl.config import tools as config_tools
-from wfrl.cli.parser import build_parser
 from wfrl.errors import UserError
 
 CONFIGS = [run.PPOConfig, run.TrainConfig, run.SearchConfig, run.ExhaustiveConfig,

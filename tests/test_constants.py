@@ -4,8 +4,8 @@ import pathlib
 import re
 
 import pytest
-
 import wfrl._core as core
+
 from wfrl import features, workflow
 from wfrl.envs import actions, base, reds
 from wfrl.ppo import netspec

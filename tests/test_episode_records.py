@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfrl.evaluation.cage2 import cage2_evaluate, compare_episodes
 from wfrl.cli import main
+from wfrl.evaluation.cage2 import cage2_evaluate, compare_episodes
 from wfrl.rng import episode_seeds
 
 AGENTS = Path(__file__).resolve().parent / "agents" / "cage2_agents.py"

@@ -97,7 +97,7 @@ def test_sb3_adapter_contract():
     venv.seed(5)
     obs = venv.reset()
     assert obs.shape == (3, 77)
-    for t in range(100):
+    for _t in range(100):
         obs, rew, done, infos = venv.step(np.full(3, 15 + 7))  # Remove Op_Server0: a fix
         assert rew.dtype == np.float32 and done.dtype == np.bool_
     assert done.all() and not obs[:, :52].any()

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from wfrl.errors import UserError
 from wfrl.config.run import PPOConfig
+from wfrl.errors import UserError
 from wfrl.workflow import Workflow, all_workflows, kendall_distance
 
 ALL = list(range(120))
@@ -55,10 +55,10 @@ def test_exhaustive_conditioned_protocol_evaluates_one_policy(tmp_path):
     from dataclasses import replace
 
     from wfrl.collect.base import make_collector
+    from wfrl.config.run import ExhaustiveConfig
     from wfrl.ppo.learner import PPOLearner
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.runlog import load_checkpoint
-    from wfrl.config.run import ExhaustiveConfig
     from wfrl.search.exhaustive import exhaustive, load_exhaustive
     ppo = PPOConfig(hidden=8, epochs=1, minibatches=1)
     cfg = ExhaustiveConfig(protocol="conditioned", pretrain_episodes=6, episodes_per_update=3,

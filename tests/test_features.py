@@ -5,16 +5,15 @@ allows; the mixed red's per-episode choice on both backends."""
 import numpy as np
 import pytest
 import torch
-
 import wfrl._core as core
+
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
-from wfrl.envs.base import mixed_red_kind
 from wfrl.envs.actions import DECOY_KINDS, MONITOR
-from wfrl.features import DECOY_USEFUL, MEM_DIM, MemoryTracker, decoy_action, memory_and_masks
+from wfrl.envs.base import mixed_red_kind
+from wfrl.features import DECOY_USEFUL, MASKED_LOGIT, MEM_DIM, MemoryTracker, decoy_action, memory_and_masks
 from wfrl.ppo.batch import to_batch
-from wfrl.features import MASKED_LOGIT
 from wfrl.ppo.netspec import NetSpec
 from wfrl.ppo.policy import ActorCritic
 from wfrl.rng import episode_seeds
@@ -213,6 +212,7 @@ def test_memory_rows_equals_its_python_twin_on_recorded_buffers():
     # plain-Python twin is memory_and_masks over the valid steps. Recorded episodes of both reds,
     # rows of different lengths (partially filled buffer), and an empty row in the middle.
     from wfrl._core import memory_rows
+
     from wfrl.collect.base import make_collector
     from wfrl.ppo.batch import reference_memory_rows
     from wfrl.ppo.netspec import NetSpec

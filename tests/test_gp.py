@@ -108,6 +108,7 @@ def test_cached_kernel_bookkeeping_equals_scikit_learns():
     # ... so a fit makes the same optimisation, to the bit, as with scikit-learn's kernels
     # (every linear variant, observations with their standard errors)
     from unittest import mock
+
     from sklearn.gaussian_process import kernels as plain
     rng = np.random.default_rng(4)
     idx = rng.choice(120, 14, replace=False)
@@ -115,7 +116,7 @@ def test_cached_kernel_bookkeeping_equals_scikit_learns():
     for linear in (False, True, "ard"):
         fast = gp.PermutationGP(linear=linear, seed=3).fit(idx, y, se)
         originals = (plain.ConstantKernel, plain.RBF, plain.DotProduct, plain.WhiteKernel)
-        with mock.patch.object(gp, "_leaf_kernels", lambda: originals), \
+        with mock.patch.object(gp, "_leaf_kernels", lambda originals=originals: originals), \
                 mock.patch.object(gp, "_CachedParams", type("NoCache", (), {})):
             ref = gp.PermutationGP(linear=linear, seed=3).fit(idx, y, se)
         assert type(ref.gpr.kernel_.k2) is plain.WhiteKernel

@@ -11,8 +11,8 @@ import pytest
 from _helpers import live_session_processes
 
 from wfrl.collect.shm import leaked_segments
-from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.runlog import load_checkpoint, read_csv
+from wfrl.training.steps import TIMING_COLUMNS
 
 EPISODES, PER_UPDATE = 400, 40
 

@@ -46,7 +46,7 @@ def _restores_to_hold_user3(backend, episodes, steps=30):
         seed += 1
         obs, ra = backend.reset()
         first, restores = None, 0
-        for t in range(steps):
+        for _t in range(steps):
             a = 0
             if first == USER3:
                 if ra[USER3] == 2:

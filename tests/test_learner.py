@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
-from wfrl.ppo.batch import Batch, to_batch
 from wfrl.config.run import PPOConfig
+from wfrl.ppo.batch import Batch, to_batch
 from wfrl.ppo.learner import PPOLearner
 from wfrl.ppo.netspec import IN_DIM, NumpyPolicy
 from wfrl.workflow import Workflow
@@ -49,7 +49,7 @@ def test_ppo_reaches_the_known_optimum():
     wfs = [WF_A if i % 2 == 0 else WF_B for i in range(n_rows)]
     row_cond = np.stack([w.onehot() for w in wfs])
     first = None
-    for update in range(100):
+    for _update in range(100):
         policy = NumpyPolicy(learner.flat_weights(), 32)
         buffer.clear()
         returns = [play(policy, wfs[i], rng, buffer, i) for i in range(n_rows)]
@@ -203,6 +203,7 @@ def _decoupled_reference_loss(learner, batch, prox_logp, weight, clip):
     """The decoupled surrogate written out in torch for one full-batch minibatch:
     −mean(w · min(r·A, clip(r)·A)) with r = π/π_prox and w = π_prox/π_behav."""
     import torch
+
     from wfrl.features import MASKED_LOGIT
     logits, _ = learner.model(torch.from_numpy(batch.obs))
     logits = logits.masked_fill(~torch.from_numpy(batch.masks), MASKED_LOGIT)
@@ -430,6 +431,7 @@ def test_compiled_steps_only_where_they_apply(monkeypatch):
     # and the KL stop keep the torch steps; so do compiled=False and a CPU without AVX-512
     # (COMPILED_FAST false). Where it is true, on any CPU, the rest take the compiled steps.
     import dataclasses
+
     import wfrl.ppo.learner as learner_module
     cfg, batch = _recorded_batch(True)
     on = dataclasses.replace(cfg, clip_per_net=True)
@@ -510,7 +512,7 @@ def test_direct_fused_adam_step_equals_torch_adam_step():
     a, b = PPOLearner(cfg, seed=4), PPOLearner(cfg, seed=4)
     assert a.opt.param_groups[0]["fused"]
     gen = torch.Generator().manual_seed(0)
-    for i in range(5):
+    for _i in range(5):
         for p, q in zip(a.model.parameters(), b.model.parameters()):
             g = torch.randn(p.shape, generator=gen)
             p.grad, q.grad = g.clone(), g.clone()

@@ -10,8 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import wfrl.envs as envs
-from wfrl.envs.memory_env import (ActionMaskWrapper, MemoryWrapper, VecActionMaskWrapper,
-                                  VecMemoryWrapper)
+from wfrl.envs.memory_env import ActionMaskWrapper, MemoryWrapper, VecActionMaskWrapper, VecMemoryWrapper
 from wfrl.errors import UserError
 from wfrl.features import MEM_DIM, MemoryTracker
 from wfrl.workflow import Workflow
@@ -120,7 +119,7 @@ def test_a_short_episode_is_the_start_of_the_full_one(steps):
         a.step(0)
     v = envs.make_vec(2, seed=9, max_steps=steps, autoreset_mode="Disabled")
     v.reset()
-    for t in range(steps):
+    for _ in range(steps):
         trunc = v.step(np.zeros(2, np.int32))[3]
     assert trunc.all()
 
@@ -175,7 +174,7 @@ def test_a_masked_reset_restarts_only_its_envs_on_gymnasiums_vector_env():
     venv = VecActionMaskWrapper(VecWorkflowWrapper(VecMemoryWrapper(inner), "critical_first"))
     obs, info = venv.reset(seed=0)
     twins = [MemoryTracker() for _ in range(3)]
-    for t in range(12):
+    for _t in range(12):
         for i in range(3):
             twins[i].update(obs[i, :52])
         acts = np.full(3, 132 + 9, np.int32)        # Restore User1: a fix every step

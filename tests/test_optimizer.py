@@ -366,6 +366,7 @@ def test_predict_given_is_a_refit_with_the_hyperparameters_kept():
     """The believed posterior equals scikit-learn's GP refitted, kernel fixed, on the told data
     plus an observation at the posterior mean of each pending workflow."""
     from sklearn.gaussian_process import GaussianProcessRegressor
+
     from wfrl.search.gp import embed
     opt = _told(10)
     reward, _ = opt.models()

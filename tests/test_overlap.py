@@ -8,9 +8,9 @@ from _search_helpers import comparable, quiet
 from wfrl.collect.base import make_collector
 from wfrl.config.run import PPOConfig, TrainConfig
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import LearnerSteps, ppo_step
 from wfrl.runlog import load_checkpoint, read_csv
 from wfrl.training.run import train
+from wfrl.training.steps import LearnerSteps, ppo_step
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("critical_first")
@@ -215,7 +215,7 @@ def test_the_update_runs_on_the_learner_threads_and_gives_them_back(threads, ove
         learner.update = spy
         steps = LearnerSteps(col, PPO, overlap=overlap, threads=threads)
         for k in range(2):
-            steps.step(learner, WF, cond, 10 + N * k, N, then=lambda e: (WF, 10 + N * (k + 1), N))
+            steps.step(learner, WF, cond, 10 + N * k, N, then=lambda e, k=k: (WF, 10 + N * (k + 1), N))
             assert torch.get_num_threads() == 3          # given back after each update
         steps.cancel()
         per_update = PPO.epochs * PPO.minibatches

@@ -22,9 +22,20 @@ import pytest
 
 from wfrl.config.names import is_learned as is_learned_red
 from wfrl.config.tools import BLUE_POLICIES
-from wfrl.tools.parity import (FULL_TRAJECTORY_PAIR, REFERENCE_REDS, REFERENCE_SEED,
-                               REFERENCE_VERSION, REFERENCES, load_reference, pair_key,
-                               is_learned, run_episodes, run_sim_episodes, summarise, tost)
+from wfrl.tools.parity import (
+    FULL_TRAJECTORY_PAIR,
+    REFERENCE_REDS,
+    REFERENCE_SEED,
+    REFERENCE_VERSION,
+    REFERENCES,
+    is_learned,
+    load_reference,
+    pair_key,
+    run_episodes,
+    run_sim_episodes,
+    summarise,
+    tost,
+)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS
@@ -276,7 +287,7 @@ def test_restore_of_op_server_disarms_impact_on_both_backends():
     for red in REDS:
         for name in ("cyborg", "sim"):
             be = make_backend(name, red, seed=3)
-            for ep in range(5 if name == "cyborg" else 100):
+            for _ep in range(5 if name == "cyborg" else 100):
                 be.reset()
                 rewards = [be.step(132 + 7 if t == 0 else 0)[1] for t in range(100)]
                 assert min(rewards) > -10, (red, name)

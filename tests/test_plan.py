@@ -6,12 +6,20 @@ import sys
 
 import numpy as np
 import pytest
+from wfrl._core import (
+    CAGE2_STATE_RNG_OFFSET,
+    PLAN_RED_BLINE,
+    PLAN_RED_MEANDER,
+    Cage2Sim,
+    Planner,
+    Policy,
+    in_dim,
+    mlp_n_params,
+)
 
-from wfrl._core import (CAGE2_STATE_RNG_OFFSET, PLAN_RED_BLINE, PLAN_RED_MEANDER, Cage2Sim,
-                        Planner, Policy, in_dim, mlp_n_params)
 from wfrl.errors import UserError
-from wfrl.features import TRUTH_DIM, ParticleFilterReference
 from wfrl.evaluation.planner import PlanBudget, PlanningPolicy
+from wfrl.features import TRUTH_DIM, ParticleFilterReference
 from wfrl.workflow import Workflow
 
 WF = Workflow.parse("op_server,enterprise,defender,op_host,user")
@@ -82,8 +90,8 @@ def _greedy_episode(planner, red, seed, steps=100, key=0, red_set=None, count=Tr
 
 @pytest.fixture(scope="module")
 def shipped():
-    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")
     return make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True)
 
@@ -289,7 +297,7 @@ def test_choice_follows_the_rule_on_the_rollout_values(z):
     obs, _ = sim.reset(0, 13)
     p.reset(7, False, 3)
     switched = 0
-    for t in range(40):
+    for _t in range(40):
         a, greedy, k, _, rounds, _, _, gain = p.decide(obs)
         cand, vals = p.last_estimates(k, rounds)
         assert cand[0] == greedy and vals.shape == (k, rounds)
@@ -354,7 +362,7 @@ def test_copy_memory_from():
     sim = Cage2Sim(1, "RedMeanderAgent")
     obs, _ = sim.reset(0, 17)
     a.reset(7, False, 0)
-    for t in range(25):
+    for _t in range(25):
         act = a.decide(obs)[0]
         obs = sim.step(0, act)[0]
         a.observe(act, obs)

@@ -60,6 +60,7 @@ def pop_file(tmp_path_factory):
 
 def test_the_compiled_draw_is_its_python_twin(pop_file):
     from wfrl._core import SimSlots
+
     from wfrl.envs.reds import load_population
     spec = load_population(f"population:{pop_file}")
     assert spec.members == tuple(REDS) and spec.weights == (0.2, 0.5, 0.3, 0.0)

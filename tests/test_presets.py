@@ -5,11 +5,10 @@ import json
 import pytest
 
 from wfrl.cli import main
-from wfrl.config.run import PPO_PRESETS, TrainConfig
-from wfrl.config.run import PPOConfig
-from wfrl.training.steps import TIMING_COLUMNS
+from wfrl.config.run import PPO_PRESETS, PPOConfig, TrainConfig
 from wfrl.runlog import read_csv
 from wfrl.training.run import train
+from wfrl.training.steps import TIMING_COLUMNS
 
 ARGS = ["train", "--workflow", "critical_first", "--total-episodes", "40", "--hidden", "16",
         "--seed", "3"]

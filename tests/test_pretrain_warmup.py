@@ -8,9 +8,9 @@ import pytest
 from _search_helpers import assert_same_logs, quiet, resume_cfg, search_cfg
 
 from wfrl.config.run import SearchConfig
-from wfrl.training.steps import pretrain
 from wfrl.runlog import read_csv
 from wfrl.search.loop import WorkflowSearch, search
+from wfrl.training.steps import pretrain
 
 
 def test_the_warmup_is_a_third_of_the_pretraining_unless_given():

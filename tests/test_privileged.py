@@ -21,7 +21,6 @@ from wfrl.ppo.privileged import PrivilegedCritic, Teacher, privileged_gae
 from wfrl.workflow import Workflow
 
 
-
 def _collected(n_rows=6, net=NetSpec(32, True, True)):
     wf = Workflow.parse("critical_first")
     torch.manual_seed(0)

@@ -53,7 +53,7 @@ def check_delayed(episodes):
 def check_bursty(episodes):
     for acts in episodes:
         runs = _runs([a == "Sleep" for a, _ in acts])
-        for k, (sleep, n) in enumerate(runs[:-1]):
+        for _k, (sleep, n) in enumerate(runs[:-1]):
             if sleep:
                 assert PAUSE[0] <= n <= PAUSE[1], runs
             else:
@@ -315,8 +315,8 @@ def test_a_red_declared_in_one_spec_is_named_everywhere(tmp_path):
                          text=True)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
     # and a name that only looks like a B_line variant is not one
-    from wfrl.evaluation.cage2 import base_red
     from wfrl.errors import UserError
+    from wfrl.evaluation.cage2 import base_red
     with pytest.raises(UserError, match="unknown red agent 'FakeB_lineAgent'"):
         base_red("FakeB_lineAgent")
     assert [reds.base_red(n) for n in reds.FAMILY] == [

@@ -4,14 +4,14 @@ Python loop (numpy forward, Python xoshiro) — same actions, same buffer rows, 
 import numpy as np
 import pytest
 import torch
-
 from wfrl._core import Actor, mlp_forward, mlp_n_params
+
+from wfrl import rng
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
 from wfrl.ppo.netspec import n_params
 from wfrl.ppo.policy import ActorCritic
-from wfrl import rng
 from wfrl.rng import episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow, all_workflows
 

@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from _search_helpers import (  # noqa: F401  (reference_run: a fixture)
-    PPO, comparable, quiet, reference_run, run_cli, search_cfg)
+from _search_helpers import PPO, comparable, quiet, reference_run, run_cli, search_cfg  # noqa: F401  (reference_run: a fixture)
 
 from wfrl.errors import UserError
 from wfrl.runlog import read_csv

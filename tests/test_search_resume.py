@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _search_helpers import (  # noqa: F401  (reference_run: a fixture)
-    comparable, quiet, reference_run, resume_cfg, run_cli, search_cfg)
+from _search_helpers import comparable, quiet, reference_run, resume_cfg, run_cli, search_cfg  # noqa: F401  (reference_run: a fixture)
 
 from wfrl.runlog import read_csv
 from wfrl.search.loop import WorkflowSearch, search
@@ -186,8 +185,16 @@ def test_state_round_trips_and_a_missing_field_is_damage(tmp_path):
     import torch
 
     from wfrl.errors import UserError
-    from wfrl.search.state import (STATE_VERSION, Measurement, Pick, Pretraining, SearchState,
-                                   Visit, load_state, save_state)
+    from wfrl.search.state import (
+        STATE_VERSION,
+        Measurement,
+        Pick,
+        Pretraining,
+        SearchState,
+        Visit,
+        load_state,
+        save_state,
+    )
     pick = Pick(workflow=7, score=0.5, mean=-40.0, sd=2.0, ucb=-36.0, beta=4.0, p_feasible=0.8)
     ended = Visit(iteration=1, pick=pick, inherited_from=-1, lineage_start=100, episodes=150,
                   updates=3, recent_compliance=[0.9, 0.97, 0.99], best_compliance=0.99,
@@ -244,8 +251,8 @@ def test_state_writer_commits_the_snapshot_taken_at_write_and_raises_a_failed_wr
 
     import torch
 
-    from wfrl.search import state as state_mod
     from wfrl.errors import RecordWriteError
+    from wfrl.search import state as state_mod
     from wfrl.search.state import SearchState, StateWriter, load_state
     gate, real = threading.Event(), state_mod._write_state
 

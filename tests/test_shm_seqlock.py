@@ -5,8 +5,7 @@ from multiprocessing import get_context
 import numpy as np
 import pytest
 
-from wfrl.collect.shm import (Attached, ReferenceWeightsBoard, SharedArrays, WeightsBoard,
-                              weights_spec)
+from wfrl.collect.shm import Attached, ReferenceWeightsBoard, SharedArrays, WeightsBoard, weights_spec
 
 
 def _boards(n):

@@ -2,9 +2,9 @@
 hold exactly (CybORG comparisons are in test_parity.py)."""
 import numpy as np
 import pytest
+from wfrl._core import Cage2Sim
 
 import wfrl.envs as envs
-from wfrl._core import Cage2Sim
 
 HOST = {h: i for i, h in enumerate(
     ["Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1", "Op_Host2",
@@ -67,7 +67,7 @@ def test_seeding():
 def test_sleeping_red_does_nothing():
     be = envs.make_backend("sim", "SleepAgent", 0)
     be.reset()
-    for t in range(100):
+    for _t in range(100):
         obs, r, ra = be.step(0)
         assert r == 0 and not obs.any() and ra.tolist() == FOOTHOLD_ONLY
 

@@ -74,7 +74,7 @@ def test_remove_marks_unknown_and_restore_clears(code):
     for seed in range(40):
         be = envs.make_backend(code, "B_lineAgent", seed)
         be.reset()
-        for t in range(40):
+        for _t in range(40):
             obs, _, _ = be.step(SLEEP)
             hit = [h for h in range(13) if flags(obs, h) == USER]
             if hit:

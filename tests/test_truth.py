@@ -7,9 +7,9 @@ import pytest
 
 from wfrl.config.run import ExhaustiveConfig, PPOConfig
 from wfrl.errors import UserError
-from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.runlog import read_csv
 from wfrl.search import effects, truth
+from wfrl.training.steps import TIMING_COLUMNS
 from wfrl.workflow import UNIT_TYPES, Workflow
 
 PPO = PPOConfig(hidden=16, epochs=1, minibatches=2, memory=True, mask=True, clip_per_net=True,

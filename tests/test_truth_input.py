@@ -10,10 +10,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from _helpers import (assert_batch_reproduces_the_rollout, collector_rows, compare_with_reference,
-                      run_wfrl, train_tiny)
-
 import wfrl._core as core
+from _helpers import (
+    assert_batch_reproduces_the_rollout,
+    collector_rows,
+    compare_with_reference,
+    run_wfrl,
+    train_tiny,
+)
+
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer
 from wfrl.collect.rollout import actor_episode, make_policy, run_episode_reference, run_episodes
 from wfrl.envs import make_backend
@@ -191,7 +196,7 @@ def test_compiled_learner_steps_at_the_truth_width_equal_the_torch_steps(compact
         col.close()
     c = PPOLearner(cfg, seed=9, compact=compact)
     t = PPOLearner(cfg, seed=9, compact=compact, compiled=False)
-    for k in range(3):
+    for _k in range(3):
         sc, st = c.update(batch), t.update(batch)
         assert c._net_steps is not None and t._net_steps is None
         for key in sc:

@@ -11,9 +11,9 @@ from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env
 from gymnasium.utils.passive_env_checker import data_shares_objects
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from wfrl._core import next_episode_seed as c_next_episode_seed
 
 import wfrl.envs as envs
-from wfrl._core import next_episode_seed as c_next_episode_seed
 from wfrl.envs.gym_env import Cage2Env
 from wfrl.envs.sim import SimBackend, next_episode_seed
 from wfrl.envs.vector import Cage2VectorEnv

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from wfrl.cli import main
-from wfrl.evaluation.replay import ACCESS_COLOURS, record_episode, replay_html
 from wfrl.envs.actions import HOSTS
+from wfrl.evaluation.replay import ACCESS_COLOURS, record_episode, replay_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and os.environ.get("WFRL_REQUIRE_CHROMIUM"):
@@ -90,8 +90,8 @@ def test_recorded_episode_matches_the_evaluation(episode):
     """The recorded return is the return wfrl's evaluation plays for the same episode."""
     import numpy as np
 
-    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.envs import make_backend
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.evaluation.returns import play
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint("pretrained:critical_first")

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from conftest import run_ok as run
 
-
 # Every unconditional Requires-Dist of the installed wfrl is present in a version it allows.
 REQUIREMENTS_MET = """
 from importlib.metadata import requires, version, PackageNotFoundError
@@ -100,6 +99,7 @@ def _core_site(dest: Path) -> Path:
     """A directory holding (symlinked from this environment) exactly wfrl's core dependencies
     and theirs: the distributions the wheel's unconditional requirements name, recursively."""
     from importlib.metadata import distribution
+
     from packaging.requirements import Requirement
     dest.mkdir()
     todo, seen = ["numpy", "gymnasium"], set()

@@ -3,10 +3,18 @@ import itertools
 import numpy as np
 import pytest
 
-from wfrl.errors import UserError
 from wfrl.envs.actions import HOSTS
-from wfrl.workflow import (ALL_WORKFLOWS, CANONICAL, COND_DIM, HOST_TYPE, UNIT_TYPES, Workflow,
-                           all_workflows, kendall_distance)
+from wfrl.errors import UserError
+from wfrl.workflow import (
+    ALL_WORKFLOWS,
+    CANONICAL,
+    COND_DIM,
+    HOST_TYPE,
+    UNIT_TYPES,
+    Workflow,
+    all_workflows,
+    kendall_distance,
+)
 
 
 def test_parse_comma_and_arrow_forms_agree():

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
+from wfrl._core import IN_DIM, Policy, SimSlots, TrajectoryBuffer, compliance_step_batch, mlp_n_params
 
 import wfrl.envs as envs
-from wfrl._core import (IN_DIM, Policy, SimSlots, TrajectoryBuffer, compliance_step_batch,
-                        mlp_n_params)
 from wfrl.envs.sim import next_episode_seed
 from wfrl.envs.workflow_env import VecWorkflowWrapper, WorkflowWrapper, compliance_rate
 from wfrl.errors import UserError

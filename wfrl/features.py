@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.envs.actions import DECOY_FIRST, DECOY_KINDS, MONITOR, N_ACTIONS, N_DECOYS, N_HOSTS, RESTORE_FIRST
 from wfrl.envs.base import EP_LEN
 from wfrl.envs.reds import RED_SPECS
 from wfrl.rng import MASK, Xoshiro256, splitmix64
-from wfrl.envs.actions import DECOY_FIRST, DECOY_KINDS, MONITOR, N_DECOYS, RESTORE_FIRST
 
 MEM_DIM = 5 * N_HOSTS + 1
 MASKED_LOGIT = -1.0e9     # csrc/wfrl_mlp.h WFRL_MASKED_LOGIT: the logit a masked action gets

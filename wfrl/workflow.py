@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wfrl.errors import UserError
 from wfrl.envs.actions import HOSTS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST
+from wfrl.errors import UserError
 
 UNIT_TYPES: tuple[str, ...] = ("defender", "enterprise", "op_server", "op_host", "user")
 N_TYPES = len(UNIT_TYPES)
@@ -81,7 +81,7 @@ class Workflow:
         object.__setattr__(self, "rank", tuple(rank))
 
     @classmethod
-    def parse(cls, text: str) -> "Workflow":
+    def parse(cls, text: str) -> Workflow:
         """Parse `a,b,c,d,e`, `a → b → …` / `a -> b -> …`, or a canonical name."""
         s = text.strip()
         if s in CANONICAL:
@@ -92,7 +92,7 @@ class Workflow:
         return cls.from_names(names)
 
     @classmethod
-    def from_names(cls, names) -> "Workflow":
+    def from_names(cls, names) -> Workflow:
         names = list(names)
         unknown = [n for n in names if n not in UNIT_TYPES]
         if unknown:
@@ -107,7 +107,7 @@ class Workflow:
         return cls(tuple(UNIT_TYPES.index(n) for n in names))
 
     @classmethod
-    def from_index(cls, index: int) -> "Workflow":
+    def from_index(cls, index: int) -> Workflow:
         if not 0 <= index < len(ALL_WORKFLOWS):
             raise UserError(f"workflow index {index} outside [0, {len(ALL_WORKFLOWS)})")
         return cls(ALL_WORKFLOWS[index])

@@ -13,8 +13,9 @@ class CheckpointAgent:
 
     def __init__(self, checkpoint):
         from wfrl._core import Actor
-        from wfrl.evaluation.cage2 import policy_of_checkpoint
+
         from wfrl.collect.rollout import make_policy
+        from wfrl.evaluation.cage2 import policy_of_checkpoint
         from wfrl.workflow import Workflow
         weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint)
         self.actor = Actor(make_policy(weights, net, Workflow.parse(wf), lam, foothold,

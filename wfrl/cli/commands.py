@@ -198,9 +198,9 @@ def bench(a) -> int:
         return _bench_train(a)
     from wfrl.config.tools import BenchCollectorsConfig
     cfg = BenchCollectorsConfig(**_given(a, field_names(BenchCollectorsConfig))).validate()
-    from wfrl.tools.benchmarks import bench_collectors
     from wfrl.envs import make_backend
     from wfrl.envs.base import backend_engine
+    from wfrl.tools.benchmarks import bench_collectors
     episodes = cfg.episodes or (40 if backend_engine(cfg.backend) == "cyborg" else 2000)
     make_backend(cfg.backend, cfg.red_agent).close()  # a missing extra fails here, in one line
 
@@ -265,7 +265,8 @@ def attack(a) -> int:
     if a.resume is not None:
         if given or _given(a, field_names(PPOConfig)):
             raise UserError("--resume continues with the run's stored settings; give no other flag")
-        from wfrl.training.attack import attack as run_attack, stored_config
+        from wfrl.training.attack import attack as run_attack
+        from wfrl.training.attack import stored_config
         run_attack(stored_config(a.resume), resume=True)
         return 0
     ppo = PPOConfig(**{**ATTACK_PPO, **_given(a, field_names(PPOConfig))})
@@ -282,7 +283,8 @@ def population(a) -> int:
     if a.resume is not None:
         if given or _given(a, field_names(PPOConfig)):
             raise UserError("--resume continues with the run's stored settings; give no other flag")
-        from wfrl.training.population import population as run, stored_config
+        from wfrl.training.population import population as run
+        from wfrl.training.population import stored_config
         run(stored_config(a.resume), resume=True)
         return 0
     ppo = PPOConfig(**{**POPULATION_PPO, **_given(a, field_names(PPOConfig))})

@@ -7,6 +7,7 @@ import argparse
 
 from wfrl.errors import UserError
 
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UserError(message)

@@ -15,9 +15,8 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from wfrl.collect import worker
-from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, end_pool)
 from wfrl.collect.shm import worker_signals_deferred
+from wfrl.collect.shm_base import MAX_POOL_REBUILDS, POLL_S, CollectorClosed, SharedCollectorBase, end_pool
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import backend_engine
 from wfrl.workflow import Workflow

@@ -7,10 +7,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
+from wfrl.config.names import COLLECTORS  # noqa: E402  (the names, declared once)
 from wfrl.errors import check_choice
 from wfrl.workflow import Workflow
-
-from wfrl.config.names import COLLECTORS  # noqa: E402  (the names, declared once)
 
 
 def check_collector(name: str) -> str:

@@ -12,8 +12,15 @@ import numpy as np
 
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, OBS_DIM
-from wfrl.features import (BELIEF_DIM, MASKED_LOGIT, ROLLOUT_BELIEF_STREAM, TRUTH_DIM,
-                           MemoryTracker, ParticleFilterReference, truth_features)
+from wfrl.features import (
+    BELIEF_DIM,
+    MASKED_LOGIT,
+    ROLLOUT_BELIEF_STREAM,
+    TRUTH_DIM,
+    MemoryTracker,
+    ParticleFilterReference,
+    truth_features,
+)
 from wfrl.ppo.netspec import NumpyPolicy, as_netspec
 from wfrl.rng import Xoshiro256, episode_seeds
 from wfrl.workflow import ComplianceTracker, Workflow

@@ -26,7 +26,7 @@ import numpy as np
 
 SEGMENT_PREFIX = "wfrl-"
 _ALIGN = 64
-_live: "weakref.WeakSet[SharedArrays]" = weakref.WeakSet()
+_live: weakref.WeakSet[SharedArrays] = weakref.WeakSet()
 _handlers_installed = False
 
 

@@ -19,9 +19,14 @@ import numpy as np
 
 from wfrl.collect import worker
 from wfrl.collect.rollout import actor_episode, make_actor, stats_arrays, stats_list
-from wfrl.collect.shm_base import (MAX_POOL_REBUILDS, POLL_S, CollectorClosed,
-                                  SharedCollectorBase, end_processes)
 from wfrl.collect.shm import worker_signals_deferred
+from wfrl.collect.shm_base import (
+    MAX_POOL_REBUILDS,
+    POLL_S,
+    CollectorClosed,
+    SharedCollectorBase,
+    end_processes,
+)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow

@@ -6,9 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wfrl.config.fields import (AUTO_COLLECTOR, COLLECTOR_METAVAR, Settings, flag_name,
-                                known_collector, known_workflow, non_negative, one_of, positive,
-                                ray_address, seed_range, setting, unit_interval)
+from wfrl.config.fields import (
+    AUTO_COLLECTOR,
+    COLLECTOR_METAVAR,
+    Settings,
+    flag_name,
+    known_collector,
+    known_workflow,
+    non_negative,
+    one_of,
+    positive,
+    ray_address,
+    seed_range,
+    setting,
+    unit_interval,
+)
 from wfrl.config.names import DUEL_BACKENDS, POPULATION_MAX, expand_reds
 from wfrl.config.run import PPOConfig, resolve_collector
 from wfrl.errors import UserError

@@ -6,8 +6,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from wfrl.config.fields import (BACKEND_METAVAR, RED_METAVAR, Settings, known_backend, known_red_agent,
-                                known_workflow, flag_name, positive, seed_range, setting)
+from wfrl.config.fields import (
+    BACKEND_METAVAR,
+    RED_METAVAR,
+    Settings,
+    flag_name,
+    known_backend,
+    known_red_agent,
+    known_workflow,
+    positive,
+    seed_range,
+    setting,
+)
 from wfrl.config.names import BELIEF_REDS
 from wfrl.errors import UserError, check_choice
 

@@ -17,8 +17,7 @@ import textwrap
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from wfrl.config.names import (AUTO_COLLECTOR, COLLECTORS, ENGINES, LEADERBOARD,  # noqa: F401
-                               RED_METAVAR)
+from wfrl.config.names import AUTO_COLLECTOR, COLLECTORS, ENGINES, LEADERBOARD, RED_METAVAR  # noqa: F401
 from wfrl.errors import UserError, check_choice
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ def open_unit_interval(name: str, value) -> None:
 
 def belief_particles(name: str, value) -> None:
     """Particles of the belief filter: 0 (off) up to the compiled core's bound."""
-    from wfrl._core import FILTER_MAX_PARTICLES   # lazily: `wfrl --help` needs no core
+    from wfrl._core import FILTER_MAX_PARTICLES  # lazily: `wfrl --help` needs no core
     if not 0 <= value <= FILTER_MAX_PARTICLES:
         raise UserError(f"{flag_name(name)} must lie in 0..{FILTER_MAX_PARTICLES} (got {value})")
 
@@ -128,7 +127,7 @@ def batch_list(name, value):
 def ray_address(name, value):
     if value is None:
         return
-    from wfrl.collect.ray.address import check_ray_address   # imports neither ray nor torch
+    from wfrl.collect.ray.address import check_ray_address  # imports neither ray nor torch
     try:
         check_ray_address(value)
     except ValueError as exc:
@@ -155,7 +154,7 @@ def setting(default=dataclasses.MISSING, *, check=None, metavar=None, factory=No
     return field(default=default, metadata=meta)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """{field name: its attribute docstring, whitespace-normalised} from the source of the class
     and of the config classes it inherits fields from."""

@@ -8,11 +8,27 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, belief_particles, known_backend, known_collector,
-                                known_red_agent, known_workflow, non_negative, one_of,
-                                open_unit_interval, positive, red_list, ray_address, seed_range,
-                                setting, unit_interval)
+from wfrl.config.fields import (
+    AUTO_COLLECTOR,
+    BACKEND_METAVAR,
+    COLLECTOR_METAVAR,
+    RED_METAVAR,
+    Settings,
+    belief_particles,
+    known_backend,
+    known_collector,
+    known_red_agent,
+    known_workflow,
+    non_negative,
+    one_of,
+    open_unit_interval,
+    positive,
+    ray_address,
+    red_list,
+    seed_range,
+    setting,
+    unit_interval,
+)
 from wfrl.config.names import BELIEF_REDS
 from wfrl.errors import UserError, check_choice
 
@@ -108,8 +124,8 @@ class PPOConfig(Settings):
                             "input; with --truth-input the policy reads it itself")
 
     def net(self):
-        from wfrl.ppo.netspec import NetSpec
         from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS
+        from wfrl.ppo.netspec import NetSpec
         reds = PARTICLE_RED_BITS.get(self.belief_red, MIXTURE_RED_BITS)
         return NetSpec(self.hidden, self.memory, self.mask, self.truth_input, self.belief_input,
                        reds)
@@ -459,7 +475,7 @@ class ExhaustiveConfig(Settings):
     ppo: PPOConfig = setting(factory=PPOConfig)
     """PPO hyperparameters."""
 
-    def resolved(self) -> "ExhaustiveConfig":
+    def resolved(self) -> ExhaustiveConfig:
         """This config with the protocol's defaults filled in."""
         recipe = self.protocol == "recipe"
         fill: dict[str, Any] = {"pretrain_episodes": DEFAULT_PRETRAIN.get(self.protocol, 0),

@@ -6,9 +6,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from wfrl.config.fields import (AUTO_COLLECTOR, BACKEND_METAVAR, COLLECTOR_METAVAR, RED_METAVAR,
-                                Settings, batch_list, belief_particles, known_backend, known_collector,
-                                known_red_agent, flag_name, positive, seed_range, setting)
+from wfrl.config.fields import (
+    AUTO_COLLECTOR,
+    BACKEND_METAVAR,
+    COLLECTOR_METAVAR,
+    RED_METAVAR,
+    Settings,
+    batch_list,
+    belief_particles,
+    flag_name,
+    known_backend,
+    known_collector,
+    known_red_agent,
+    positive,
+    seed_range,
+    setting,
+)
 from wfrl.config.names import CAGE2_REDS
 from wfrl.errors import UserError, check_choice
 

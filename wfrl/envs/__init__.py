@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 from wfrl.envs.actions import N_ACTIONS, N_HOSTS
-from wfrl.envs.base import (BACKENDS, EP_LEN, OBS_DIM, RED_AGENTS, backend_engine, check_red_agent,
-                            is_leaderboard)
+from wfrl.envs.base import (
+    BACKENDS,
+    EP_LEN,
+    OBS_DIM,
+    RED_AGENTS,
+    backend_engine,
+    check_red_agent,
+    is_leaderboard,
+)
 
 ENV_ID = "wfrl/CAGE2-v0"
 # the registered combinations of the recipe's parts (wfrl.envs.memory_env, workflow_env), each
@@ -91,8 +98,7 @@ def make_vec(num_envs: int = 1, red_agent="B_lineAgent", seed: int | None = None
     max_steps: episode length (CAGE2 scores 30, 50 and 100).
     """
     from wfrl.envs.gym_env import check_max_steps
-    from wfrl.envs.vector import (Cage2VectorEnv, check_autoreset_mode, check_num_envs,
-                                  red_agents_per_env)
+    from wfrl.envs.vector import Cage2VectorEnv, check_autoreset_mode, check_num_envs, red_agents_per_env
     steps = check_max_steps(max_steps)
     leaderboard = is_leaderboard(backend)
     n = check_num_envs(num_envs)

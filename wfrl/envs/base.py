@@ -20,8 +20,18 @@ from typing import Protocol
 import numpy as np
 
 # the red agents and pools, declared once in wfrl.config.names (RED_SPECS, POOL_SPECS)
-from wfrl.config.names import (CAGE2_REDS, FAMILY, MIXED, MIXED_REDS, POOLED,  # noqa: F401
-                               POOLS, RED_AGENTS, TRAIN_RED_AGENTS, episode_red, pool_member)
+from wfrl.config.names import (  # noqa: F401
+    CAGE2_REDS,
+    FAMILY,
+    MIXED,
+    MIXED_REDS,
+    POOLED,
+    POOLS,
+    RED_AGENTS,
+    TRAIN_RED_AGENTS,
+    episode_red,
+    pool_member,
+)
 from wfrl.errors import check_choice
 
 OBS_DIM = 52
@@ -29,7 +39,6 @@ EP_LEN = 100
 
 # the backends (sim, cyborg, and each by the leaderboard's code), declared in wfrl.config.names
 from wfrl.config.names import BACKENDS, LEADERBOARD  # noqa: E402
-
 
 # What a viewer reads from a backend after a step (wfrl.evaluation.replay), where the backend offers it:
 # last_red_action() -> (one of RED_ACTIONS, target: a subnet of RED_SUBNETS, a host or "", success)

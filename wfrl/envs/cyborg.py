@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wfrl.envs.actions import N_HOSTS
+from wfrl.envs.actions import HOSTS, N_HOSTS
 from wfrl.envs.base import check_red_agent
 from wfrl.errors import BackendUnavailable
-from wfrl.envs.actions import HOSTS
 
 if TYPE_CHECKING:
     from csle_cyborg.simulator.state import State

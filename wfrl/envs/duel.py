@@ -32,8 +32,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from wfrl.envs.actions import HOSTS, N_ACTIONS
 from wfrl.config.names import DUEL_BACKENDS
+from wfrl.envs.actions import HOSTS, N_ACTIONS
 from wfrl.envs.base import EP_LEN, OBS_DIM, RED_SUBNETS, backend_engine, is_leaderboard
 from wfrl.envs.gym_env import action_index
 from wfrl.errors import UserError
@@ -92,7 +92,8 @@ class DuelCore:
 
     def __init__(self, backend: str = "sim", seed: int | None = None,
                  script: str = "SleepAgent", max_steps: int = EP_LEN):
-        from wfrl._core import RED_N_ACTIONS as C_N, RED_OBS_DIM as C_DIM
+        from wfrl._core import RED_N_ACTIONS as C_N
+        from wfrl._core import RED_OBS_DIM as C_DIM
         from wfrl.envs.gym_env import check_max_steps
         from wfrl.envs.reds import red_spec
         from wfrl.envs.sim import SimBackend
@@ -293,7 +294,7 @@ def blue_env(red, backend: str = "sim", seed: int | None = None, max_steps: int 
     return BlueView(red, backend, seed, max_steps)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parallel_class():
     try:
         from pettingzoo import ParallelEnv

@@ -67,7 +67,7 @@ class Cage2Env(gym.Env):
             self._fast = Cage2Gym(backend.sim, self.max_steps)
             # an instance attribute over the method (what `self.step = ...` does; mypy refuses
             # assigning to a method)
-            setattr(self, "step", self._fast.step)
+            setattr(self, "step", self._fast.step)  # noqa: B010
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

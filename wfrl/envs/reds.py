@@ -31,13 +31,43 @@ import functools
 from typing import Any
 
 # the red table, declared once (numpy-free, so the command line's checks import it cheaply)
-from wfrl.config.names import (ATTACKERS, B_LINE, BASE_CODES, BELIEF_REDS,  # noqa: F401
-                               CAGE2_REDS, CHANGES, FAMILY, FAMILY_VIEW, MEANDER, MIXED,
-                               MIXED_REDS, POOL_CODES, POOL_OF, POOL_SPECS, POOLED, POOLS,
-                               POPULATION_MAX, RED_AGENTS, RED_METAVAR, RED_SPECS, REDS, SLEEP,
-                               TRAIN_RED_AGENTS, VARIANT_SHIFT, VARIANTS, PoolSpec, RedSpec,
-                               UnknownRed, base_red, check_red_agent, episode_red, pool_member,
-                               red_code, red_codes, red_spec)
+from wfrl.config.names import (  # noqa: F401
+    ATTACKERS,
+    B_LINE,
+    BASE_CODES,
+    BELIEF_REDS,
+    CAGE2_REDS,
+    CHANGES,
+    FAMILY,
+    FAMILY_VIEW,
+    MEANDER,
+    MIXED,
+    MIXED_REDS,
+    POOL_CODES,
+    POOL_OF,
+    POOL_SPECS,
+    POOLED,
+    POOLS,
+    POPULATION_MAX,
+    RED_AGENTS,
+    RED_METAVAR,
+    RED_SPECS,
+    REDS,
+    SLEEP,
+    TRAIN_RED_AGENTS,
+    VARIANT_SHIFT,
+    VARIANTS,
+    PoolSpec,
+    RedSpec,
+    UnknownRed,
+    base_red,
+    check_red_agent,
+    episode_red,
+    pool_member,
+    red_code,
+    red_codes,
+    red_spec,
+)
 from wfrl.errors import UserError
 
 DELAY = (5, 25)    # the delayed variants' sleep at the start: uniform, steps
@@ -63,7 +93,7 @@ def _succeeded(observation) -> bool:
     return bool(observation.get("success") == True)  # noqa: E712 (a TrinaryEnum compares so)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def family_classes() -> dict:
     """name -> CybORG red agent class of every variant (CybORG imported here, on first use)."""
     import random

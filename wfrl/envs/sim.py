@@ -65,8 +65,8 @@ class SimBackend:
 
     def last_red_action(self):
         """Red's action in the last step: (name, target, success) (wfrl.envs.base.RED_ACTIONS)."""
-        from wfrl.envs.base import RED_ACTIONS, RED_SUBNETS
         from wfrl.envs.actions import HOSTS
+        from wfrl.envs.base import RED_ACTIONS, RED_SUBNETS
         kind, target, ok = self.sim.last_red_action(0)
         where = "" if kind == 0 else (RED_SUBNETS[target] if kind == 1 else HOSTS[target])
         return RED_ACTIONS[kind], where, bool(ok)

@@ -34,10 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
-from wfrl.errors import UserError
 from wfrl.envs.actions import N_ACTIONS
-
+from wfrl.errors import UserError
+from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
 
 
 class AgentFailed(UserError):
@@ -394,9 +393,9 @@ class CheckpointAgent:
 
     def __init__(self, checkpoint: str, workflow: str | None = None, leaderboard: bool = False):
         from wfrl._core import Actor
-        from wfrl.evaluation.checkpoint import policy_of_checkpoint
         from wfrl.collect.rollout import make_policy
         from wfrl.envs.actions import N_HOSTS
+        from wfrl.evaluation.checkpoint import policy_of_checkpoint
         from wfrl.workflow import Workflow
         weights, net, self.workflow, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
         if net.truth_input:
@@ -447,7 +446,7 @@ class WorkflowFollower:
 
     def get_action(self, observation, action_space=N_ACTIONS):
         from wfrl.envs.actions import RESTORE_FIRST
-        from wfrl.features import DECOY_USEFUL, open_decoys, decoy_action
+        from wfrl.features import DECOY_USEFUL, decoy_action, open_decoys
         obs = np.asarray(observation).reshape(-1)
         mem = self.memory
         mem.update(obs)

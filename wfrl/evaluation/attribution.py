@@ -17,6 +17,7 @@ reward, red's access per host after the step) and puts whatever the split does n
 from __future__ import annotations
 
 import numpy as np
+
 from wfrl.envs.actions import RESTORE_FIRST
 from wfrl.stats import standard_error
 

@@ -115,8 +115,8 @@ def run_task(task: EpisodeTask):
     [n, wfrl.evaluation.attribution.N_COLUMNS] with `attribute`, else None, the search's counters
     SEARCH_COUNTERS (zeros without --plan), and each episode's actions with `actions`, else
     None). An agent's task (wfrl.evaluation.agents) returns the same, never searching."""
-    from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
     from wfrl.envs import make_backend
+    from wfrl.evaluation.attribution import ActionRecorder, CostRecorder
     from wfrl.evaluation.returns import play, play_with_plan
     from wfrl.workflow import Workflow
     costs = CostRecorder() if task.attribute else None

@@ -22,8 +22,10 @@ import numpy as np
 
 from wfrl.config.eval import PLAN_REDS
 from wfrl.errors import UserError
-from wfrl.features import MIXTURE_RED_BITS, PARTICLE_RED_BITS as _RED_BITS
+from wfrl.features import MIXTURE_RED_BITS
+from wfrl.features import PARTICLE_RED_BITS as _RED_BITS
 from wfrl.rng import MASK
+
 
 @dataclass(frozen=True)
 class PlanBudget:
@@ -39,7 +41,7 @@ class PlanBudget:
     z: float = 1.0
     hold: bool = False
 
-    def check(self) -> "PlanBudget":
+    def check(self) -> PlanBudget:
         from wfrl._core import PLAN_LIMITS
         for name in ("particles", "candidates", "rollouts", "depth"):
             v = getattr(self, name)
@@ -61,7 +63,7 @@ class PlanBudget:
         return self
 
     @classmethod
-    def from_settings(cls, cfg) -> "PlanBudget":
+    def from_settings(cls, cfg) -> PlanBudget:
         """The budget of a config carrying the plan_* settings (wfrl.config.eval.PlanSettings)."""
         return cls(cfg.plan_particles, cfg.plan_candidates, cfg.plan_rollouts, cfg.plan_depth,
                    cfg.plan_time_ms, cfg.plan_seed, cfg.plan_leaf_value,
@@ -84,8 +86,8 @@ def red_set(red: str, episode_red: str | None = None) -> int:
 
 def greedy_policy(checkpoint: str, workflow: str | None = None):
     """(the compiled greedy policy of a checkpoint, its workflow): under `workflow` if given."""
-    from wfrl.evaluation.checkpoint import policy_of_checkpoint
     from wfrl.collect.rollout import make_policy
+    from wfrl.evaluation.checkpoint import policy_of_checkpoint
     from wfrl.workflow import Workflow
     weights, net, wf, lam, foothold = policy_of_checkpoint(checkpoint, workflow)
     return make_policy(weights, net, Workflow.parse(wf), lam, foothold, greedy=True), wf

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wfrl.envs.actions import HOSTS, action_name
 from wfrl.errors import UserError
-from wfrl.envs.actions import HOSTS
-from wfrl.envs.actions import action_name
 
 SUBNETS = (("User", ("User0", "User1", "User2", "User3", "User4")),
            ("Enterprise", ("Enterprise0", "Enterprise1", "Enterprise2", "Defender")),
@@ -54,9 +53,9 @@ def record_episode(backend: str = "sim", red_agent: str = "B_lineAgent", seed: i
     (seed, episode)) of a checkpoint or an agent, step by step (see the module docstring).
     plan: (wfrl.evaluation.planner.PlanBudget, plan red) to play the checkpoint's greedy policy improved by
     decision-time search."""
-    from wfrl.evaluation.agents import CheckpointAgent, make_agent, play_episodes
     from wfrl.envs import make_backend
     from wfrl.envs.base import check_backend, check_red_agent, is_leaderboard
+    from wfrl.evaluation.agents import CheckpointAgent, make_agent, play_episodes
     from wfrl.workflow import Workflow, fix_target, is_compliant
     check_backend(backend)
     check_red_agent(red_agent, allow_mixed=False)
@@ -353,8 +352,7 @@ def best_policy(run: Path) -> tuple[str, str | None, str]:
     """(checkpoint path, workflow, which) of a run's best policy: a search's best workflow (the
     one its summary vouches for, else its visit of highest reward), else a training run's best.pt
     (periodic evaluation) or checkpoint.pt. A damaged summary.json counts as none."""
-    from wfrl.runlog import checkpoint_path
-    from wfrl.runlog import read_csv
+    from wfrl.runlog import checkpoint_path, read_csv
     s, _ = _json_record(run / "summary.json")
     if s.get("best_workflow_id") is not None:
         path = checkpoint_path(run, int(s["best_workflow_id"]))

@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wfrl.evaluation.checkpoint import policy_of_checkpoint
 from wfrl.collect.rollout import make_policy, run_episodes
 from wfrl.config.eval import EvalConfig
 from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
-from wfrl.workflow import Workflow
+from wfrl.evaluation.checkpoint import policy_of_checkpoint
 from wfrl.stats import mean_se
+from wfrl.workflow import Workflow
 
 if TYPE_CHECKING:
     from wfrl.evaluation.planner import PlanStats

@@ -35,11 +35,10 @@ from wfrl.envs.actions import N_ACTIONS
 from wfrl.ppo.batch import Batch
 from wfrl.ppo.head import all_allowed
 from wfrl.ppo.optim import FusedAdamSteps, adam, clip_grad_norm, compiled_step_mode, private_paths
-from wfrl.ppo.prepare import Prepared, batch_tensors, Compact, minibatch_advantages
 from wfrl.ppo.policy import ActorCritic
+from wfrl.ppo.prepare import Compact, Prepared, batch_tensors, minibatch_advantages
 from wfrl.ppo.reference import ReferenceUpdate
-from wfrl.ppo.torch_steps import TorchSteps, attach_grads, Scratch
-
+from wfrl.ppo.torch_steps import Scratch, TorchSteps, attach_grads
 
 # Whether the learner takes its compiled steps (where they apply); tests may set it.
 COMPILED_FAST = compiled_step_mode()
@@ -146,7 +145,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
     # -- the update, top to bottom --------------------------------------------------------
 
     def update(self, batch: Batch, between=None, stale: bool = False,
-               prepared: "Prepared | None" = None) -> dict:
+               prepared: Prepared | None = None) -> dict:
         """One PPO update on `batch`; returns the mean of each statistic over its minibatches.
         between(), if given, runs before every minibatch step (the overlapped trainer gives the
         learner back its threads there once the batch collected meanwhile is in).
@@ -429,7 +428,7 @@ class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):
         products are slower than torch's)."""
         return takes_compiled_steps(self.cfg, self.compiled) and self._adam_plain()
 
-    def _compiled_steps(self) -> "tuple | None":
+    def _compiled_steps(self) -> tuple | None:
         """(actor, critic) NetStep over the parameters, gradients and Adam state this update
         steps, or None where _compiled_ok does not hold. Made again when any of those tensors
         is a new one (a loaded state, a gradient set to None and remade)."""

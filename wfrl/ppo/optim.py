@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 
-def compiled_step_mode(value: "str | None" = None) -> bool:
+def compiled_step_mode(value: str | None = None) -> bool:
     """Whether the learner takes its compiled steps where they apply, by WFRL_COMPILED_STEP (or
     `value`; wfrl.config.run.compiled_step_setting): auto where the CPU runs their fast tiling
     (AVX-512); off never, and any compiled call asked for by name runs the portable tiling, as on

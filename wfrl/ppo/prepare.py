@@ -40,7 +40,7 @@ class Compact:
 
     @classmethod
     def of(cls, obs: np.ndarray, masks: np.ndarray | None, actions: np.ndarray,
-           hidden: int) -> "Compact | None":
+           hidden: int) -> Compact | None:
         """The plan for this batch, or None when every column and every action is in use."""
         cols = np.flatnonzero(obs.any(0))
         acts = (np.arange(N_ACTIONS) if masks is None else
@@ -109,7 +109,7 @@ class Prepared:
                          for i in range(0, self.n, mb)]) if self.n else ad
         return adn, rt
 
-    def with_targets(self, advantages: np.ndarray, returns: np.ndarray) -> "Prepared":
+    def with_targets(self, advantages: np.ndarray, returns: np.ndarray) -> Prepared:
         """This preparation for the same rows with other advantages and returns (the privileged
         critic's, computed when the update starts): the gathered inputs, actions, masks, plan and
         permutations are kept, the targets gathered again — what preparing the relabelled batch

@@ -109,7 +109,7 @@ class TorchSteps:
         self._adam_params(params)
         return v_loss
 
-    def _ensure_scratch(self, rows: int) -> "Scratch":
+    def _ensure_scratch(self, rows: int) -> Scratch:
         s = self._scratch
         if s is None or s.rows < rows:
             s = self._scratch = Scratch(self.model, rows)

@@ -39,12 +39,19 @@ from wfrl.config.run import ExhaustiveConfig, resolve_collector, with_older_runs
 from wfrl.envs import make_backend
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import LearnerSteps, base_payload, evaluate_policy, pretrain, ppo_step
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
-from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
-                         write_csv_atomic, write_json)
-from wfrl.workflow import Workflow, all_workflows
+from wfrl.runlog import (
+    CsvLog,
+    load_checkpoint,
+    locked_dir,
+    read_csv,
+    save_checkpoint,
+    write_csv_atomic,
+    write_json,
+)
 from wfrl.stats import standard_error
+from wfrl.training.steps import LearnerSteps, base_payload, evaluate_policy, ppo_step, pretrain
+from wfrl.workflow import Workflow, all_workflows
 
 COMBINED_COLUMNS = ["Workflow", "Workflow_ID", "Reward", "Reward_SE", "Compliance", "Runs",
                     "Run_Rewards", "Run_Compliance"]

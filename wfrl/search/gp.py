@@ -132,7 +132,7 @@ class PermutationGP:
             k = k + ConstantKernel(min(0.5, self.bias), fixed or (1e-3, self.bias))
         return k + WhiteKernel(self.noise, fixed or (1e-6, self.max_noise))
 
-    def fit(self, indices, rewards, ses=None, covariate=None) -> "PermutationGP":
+    def fit(self, indices, rewards, ses=None, covariate=None) -> PermutationGP:
         """covariate: optional per-observation number (log lineage episodes) with a linear effect
         on the reward; it is regressed out by least squares first and the GP models what is left,
         so predict() compares workflows at one common covariate value."""
@@ -284,7 +284,7 @@ class _CachedParams:
         return {a: getattr(self, a) for a in self._names()[1]}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _leaf_kernels():
     """scikit-learn's ConstantKernel, RBF, DotProduct and WhiteKernel with _CachedParams."""
     from sklearn.gaussian_process import kernels as k

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wfrl.runlog import (BASE_POLICY, atomic_write_bytes, checkpoint_path, load_checkpoint,
-                         save_checkpoint)
+from wfrl.runlog import BASE_POLICY, atomic_write_bytes, checkpoint_path, load_checkpoint, save_checkpoint
 from wfrl.search.report import describe_pick
 from wfrl.search.state import Pending, Visit, as_plain, visit_from_json
 from wfrl.training.steps import state_payload

@@ -42,20 +42,36 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version,
-                                 log_row, policy_payload, pretrain)
 from wfrl.rng import learner_seed
-from wfrl.runlog import (BASE_POLICY, CsvLog, RunDir, TensorBoardLog, checkpoint_path, eta,
-                         load_checkpoint, locked_dir, save_checkpoint, truncate_csv,
-                         write_csv_atomic, write_json)
+from wfrl.runlog import (
+    BASE_POLICY,
+    CsvLog,
+    RunDir,
+    TensorBoardLog,
+    checkpoint_path,
+    eta,
+    load_checkpoint,
+    locked_dir,
+    save_checkpoint,
+    truncate_csv,
+    write_csv_atomic,
+    write_json,
+)
 from wfrl.search.gp import PermutationGP, discordant_pairs
 from wfrl.search.inflight import VisitsInFlight, visit_source
-from wfrl.search.report import (POSTERIOR_COLUMNS, describe_pick, format_table, posterior_rows,
-                                search_summary)
 from wfrl.search.optimizer import WorkflowOptimizer
+from wfrl.search.report import POSTERIOR_COLUMNS, describe_pick, format_table, posterior_rows, search_summary
+from wfrl.search.state import STATE_FILE, Pick, SearchState, StateWriter, Visit, load_state
 from wfrl.search.visits import measure_visit, visit_update
-from wfrl.search.state import (STATE_FILE, Pick, SearchState, StateWriter, Visit,
-                               load_state)
+from wfrl.training.steps import (
+    LOG_COLUMNS,
+    LearnerSteps,
+    base_payload,
+    behaviour_version,
+    log_row,
+    policy_payload,
+    pretrain,
+)
 from wfrl.workflow import Workflow
 
 # posterior.csv, written when a search ends: what the models say of each of the 120 workflows

@@ -48,9 +48,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wfrl.errors import UserError
-from wfrl.search.gp import (ALL_EMBEDDED, N_WORKFLOWS, PAIRS, PermutationGP, argmax_ucb,
-                            beta_schedule, ucb_scores,
-                            discordant_pairs)
+from wfrl.search.gp import (
+    ALL_EMBEDDED,
+    N_WORKFLOWS,
+    PAIRS,
+    PermutationGP,
+    argmax_ucb,
+    beta_schedule,
+    discordant_pairs,
+    ucb_scores,
+)
 from wfrl.workflow import UNIT_TYPES, Workflow
 
 ACQUISITIONS = ("constrained", "ucb", "random", "original")
@@ -493,7 +500,7 @@ class WorkflowOptimizer:
                 "rng": self.rng.bit_generator.state}
 
     @classmethod
-    def from_state(cls, state: dict) -> "WorkflowOptimizer":
+    def from_state(cls, state: dict) -> WorkflowOptimizer:
         try:
             if state.get("kind") != STATE_KIND:
                 raise ValueError("not a workflow-optimizer state")

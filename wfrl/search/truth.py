@@ -36,11 +36,17 @@ from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
 from wfrl.ppo.learner import PPOLearner
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version,
-                                 log_row, pretrain)
 from wfrl.rng import EVAL_EPISODE_BASE, learner_seed
-from wfrl.runlog import (CsvLog, load_checkpoint, locked_dir, read_csv, save_checkpoint,
-                         write_csv_atomic, write_json)
+from wfrl.runlog import (
+    CsvLog,
+    load_checkpoint,
+    locked_dir,
+    read_csv,
+    save_checkpoint,
+    write_csv_atomic,
+    write_json,
+)
+from wfrl.training.steps import LOG_COLUMNS, LearnerSteps, base_payload, behaviour_version, log_row, pretrain
 from wfrl.workflow import all_workflows
 
 TRUTH_COLUMNS = ["Workflow", "Workflow_ID", "Red", "Reward", "Reward_SE", "Compliance", "Fixes",
@@ -54,8 +60,8 @@ def truth(cfg, progress=None) -> dict[str, Path]:
     """Run the recipe protocol for seeds seed .. seed+repeats-1 (each continued where an earlier
     run stopped) and combine them per red; returns {red: combined table path} (with one seed,
     the seed's own per-red tables)."""
-    from wfrl.search.exhaustive import combine
     from wfrl.collect.resources import check_workers_fit
+    from wfrl.search.exhaustive import combine
     progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     cfg = cfg.validate().resolved()
     if cfg.protocol != "recipe":
@@ -251,6 +257,7 @@ def load_truth(path) -> list[dict]:
 def write_red_tables(out: Path, reds) -> dict[str, Path]:
     """seed<N>/exhaustive_<red>.csv from truth.csv: the exhaustive table's columns, one red each."""
     import math
+
     from wfrl.search.exhaustive import COLUMNS
     rows = load_truth(out / "truth.csv")
     paths = {}

@@ -19,7 +19,6 @@ import random
 import time
 from typing import Any, cast
 
-
 from wfrl.collect.base import COLLECTORS, make_collector
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.workflow import Workflow
@@ -66,8 +65,9 @@ def bench_collectors(backend: str, n_workers: int, episodes: int, red_agent: str
     """Each collector's best of `repeats` timed collections (default: 3 on the simulator, where a
     run takes about a second and the machine's noise matters, 1 on CybORG)."""
     repeats = repeats or (1 if backend_engine(backend) == "cyborg" else 3)
-    from wfrl.ppo.policy import ActorCritic
     import torch
+
+    from wfrl.ppo.policy import ActorCritic
     torch.manual_seed(seed)
     weights = ActorCritic(hidden).flat_weights()
     wf = Workflow.parse("balanced")
@@ -355,7 +355,6 @@ def bench_privileged_train(teacher: str | None, episodes_per_update: int = 200,
     including start-up). ROUTE_vs_recipe is each route's end-to-end ratio. The
     teacher's weight is annealed as in a run (to 0 over the first 70 %)."""
     from wfrl.config.run import PPOConfig, preset_settings, resolve_collector
-
     from wfrl.training.steps import load_teacher
     if teacher is not None:
         load_teacher(teacher, "sim")     # a bad teacher is said before any run

@@ -28,12 +28,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from wfrl.envs.actions import N_ACTIONS, N_HOSTS
+from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
+from wfrl.envs.actions import N_ACTIONS, N_HOSTS, REMOVE_FIRST, RESTORE_FIRST, SLEEP
 from wfrl.envs.base import EP_LEN, OBS_DIM
 from wfrl.envs.reds import ATTACKERS, FAMILY
-from wfrl.config.tools import BLUE_POLICIES, check_blue_policy
 from wfrl.errors import UserError
-from wfrl.envs.actions import REMOVE_FIRST, RESTORE_FIRST, SLEEP
 from wfrl.stats import mean_se
 
 Z_95 = 1.6448536269514722  # one-sided 5 % normal quantile

@@ -31,8 +31,17 @@ from wfrl.config.duel import AttackConfig
 from wfrl.envs.base import EP_LEN, is_leaderboard
 from wfrl.errors import UserError
 from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE, episode_seeds
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, eta, locked_dir, save_checkpoint,
-                         tensorboard_log, truncate_csv, write_json)
+from wfrl.runlog import (
+    CsvLog,
+    RunDir,
+    TensorBoardLog,
+    eta,
+    locked_dir,
+    save_checkpoint,
+    tensorboard_log,
+    truncate_csv,
+    write_json,
+)
 from wfrl.stats import standard_error
 
 if TYPE_CHECKING:
@@ -342,8 +351,8 @@ def per_update_max(cfg: AttackConfig) -> int:
 def _summary(cfg, defender, slots, run, started, episodes, at_start, update, pool=None) -> dict:
     """The defender on held-out episodes (the EVAL range): against the strongest red evaluated
     (its greedy and its sampling play; the lower is its score), B_line and Meander."""
-    from wfrl.runlog import load_checkpoint
     from wfrl.evaluation.checkpoint import weights_from_checkpoint
+    from wfrl.runlog import load_checkpoint
     ck = load_checkpoint(run.file("best.pt"))
     weights, _ = weights_from_checkpoint(ck)
     eps = range(EVAL_EPISODE_BASE, EVAL_EPISODE_BASE + cfg.eval_episodes)

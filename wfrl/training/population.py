@@ -40,13 +40,20 @@ from pathlib import Path
 import numpy as np
 
 from wfrl._version import __version__
-from wfrl.config.names import LEARNED_PREFIX, POPULATION_PREFIX, expand_reds
 from wfrl.config.duel import ATTACK_PPO, AttackConfig, PopulationConfig
+from wfrl.config.names import LEARNED_PREFIX, POPULATION_PREFIX, expand_reds
 from wfrl.config.run import PPOConfig
 from wfrl.errors import UserError
 from wfrl.rng import EVAL_EPISODE_BASE, SELECT_EPISODE_BASE
-from wfrl.runlog import (CsvLog, RunDir, TensorBoardLog, load_checkpoint, locked_dir,
-                         save_checkpoint, write_json)
+from wfrl.runlog import (
+    CsvLog,
+    RunDir,
+    TensorBoardLog,
+    load_checkpoint,
+    locked_dir,
+    save_checkpoint,
+    write_json,
+)
 
 SEED_STRIDE = 1000      # best response j (0-based) to defender d: seed + d + 1 + SEED_STRIDE * j
 CURVE_COLUMNS = ["Defender", "Exploitability", "Vs_Strongest_Red", "Vs_Strongest_Red_SE",
@@ -133,8 +140,7 @@ def _check_start(cfg: PopulationConfig) -> None:
     each)."""
     from wfrl.envs.base import is_leaderboard
     from wfrl.envs.duel import red_weights
-    from wfrl.evaluation.checkpoint import (net_from_checkpoint, trained_on_other_code,
-                                            weights_from_checkpoint)
+    from wfrl.evaluation.checkpoint import net_from_checkpoint, trained_on_other_code, weights_from_checkpoint
     ck = load_checkpoint(cfg.init_from)
     weights_from_checkpoint(ck)
     if ck.get("side") == "red":
@@ -390,8 +396,13 @@ class _Loop:
         from wfrl.collect.base import make_collector
         from wfrl.ppo.learner import PPOLearner
         from wfrl.runlog import read_csv, truncate_csv
-        from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, behaviour_version, log_row,
-                                         pretrain_workflow)
+        from wfrl.training.steps import (
+            LOG_COLUMNS,
+            LearnerSteps,
+            behaviour_version,
+            log_row,
+            pretrain_workflow,
+        )
         cfg = self.cfg
         if self.defender_path(k).exists():
             return {"episodes": int(load_checkpoint(self.defender_path(k))["episodes"])}

@@ -18,11 +18,27 @@ from wfrl.config.run import TrainConfig
 from wfrl.envs import make_backend
 from wfrl.envs.base import EP_LEN
 from wfrl.errors import UserError
-from wfrl.training.steps import (LOG_COLUMNS, LearnerSteps, batch_compliance, behaviour_version,
-                                 load_teacher, log_row, policy_payload)
 from wfrl.rng import SELECT_EPISODE_BASE
-from wfrl.runlog import (CsvLog, RunDir, eta, locked_dir, read_csv, save_checkpoint,
-                         tensorboard_log, truncate_csv, write_json)
+from wfrl.runlog import (
+    CsvLog,
+    RunDir,
+    eta,
+    locked_dir,
+    read_csv,
+    save_checkpoint,
+    tensorboard_log,
+    truncate_csv,
+    write_json,
+)
+from wfrl.training.steps import (
+    LOG_COLUMNS,
+    LearnerSteps,
+    batch_compliance,
+    behaviour_version,
+    load_teacher,
+    log_row,
+    policy_payload,
+)
 
 EVAL_COLUMNS = ["Episodes", "Update", "Reward", "Reward_SE", "Compliance", "Best"]
 
@@ -154,7 +170,7 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
     resuming = committed is not None    # (resume before the first commit: from the start)
     run = RunDir(cfg.out, cfg.force or resume)
     make_backend(cfg.backend, cfg.red_agent, seed=cfg.seed).close()  # fails early if unavailable
-    from wfrl.ppo.learner import PPOLearner, update_step_name   # (torch: not before the checks)
+    from wfrl.ppo.learner import PPOLearner, update_step_name  # (torch: not before the checks)
     if not resuming:
         write_json(run.file("experiment_config.json"),
                    {**cfg.to_dict(), "wfrl_version": __version__,
@@ -217,7 +233,8 @@ def _train(cfg: TrainConfig, progress, start: dict | None = None, tb=None,
                 # unless the budget is spent or this batch's compliance ends the run
                 if after >= cfg.total_episodes or compliant(after, batch_compliance(eps)):
                     return None
-                if alignment(after) != collector.lam:   # nothing collected across the warm-up
+                # (collector: the one of the step this is called from, after any switch below)
+                if alignment(after) != collector.lam:  # noqa: B023 (nothing across the warm-up)
                     return None
                 return wf, after, min(per_update, cfg.total_episodes - after)
 

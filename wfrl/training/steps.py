@@ -18,8 +18,8 @@ import numpy as np
 
 from wfrl.errors import UserError
 from wfrl.ppo.batch import to_batch
-from wfrl.workflow import FIRST_FIX_BONUS, Workflow
 from wfrl.stats import mean_se
+from wfrl.workflow import FIRST_FIX_BONUS, Workflow
 
 LOG_COLUMNS = [
     "Workflow_ID", "Workflow_Order", "Update", "Episodes", "Total_Episodes_Sampled",

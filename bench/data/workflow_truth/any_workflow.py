@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     p.add_argument("--workflows", default=None, help="comma-separated ids (default: all 120)")
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args(argv)
-    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.envs import make_backend
     from wfrl.envs.base import EP_LEN
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.evaluation.returns import play, summarise
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.search.truth import EVAL_SEED

@@ -80,8 +80,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from wfrl.envs.reds import FAMILY
     reds = FAMILY if a.reds == "family" else tuple(r.strip() for r in a.reds.split(","))
-    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.envs import make_backend
+    from wfrl.evaluation.cage2 import policy_of_checkpoint
     from wfrl.rng import EVAL_EPISODE_BASE
     from wfrl.search.truth import EVAL_SEED
     from wfrl.workflow import all_workflows

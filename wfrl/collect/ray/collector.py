@@ -40,8 +40,15 @@ import numpy as np
 from wfrl.collect.buffer import allocate_trajectory, compiled_buffer, traj_fields
 from wfrl.collect.ray.address import connect_to_cluster
 from wfrl.collect.ray.common import RayClusterError, RayNodeLost, import_ray
-from wfrl.collect.ray.local import (LocalRay, pid_alive, pid_argv, Guardian, raylet_of_socket,
-                                    SigtermAsExit, pid_start_time)
+from wfrl.collect.ray.local import (
+    Guardian,
+    LocalRay,
+    SigtermAsExit,
+    pid_alive,
+    pid_argv,
+    pid_start_time,
+    raylet_of_socket,
+)
 from wfrl.collect.stats import EpisodeStats
 from wfrl.envs.base import EP_LEN, backend_engine
 from wfrl.errors import UserError
@@ -79,6 +86,7 @@ class EpisodeActor:
 
     def _policy_for(self, weights_box, wf_index):
         import ray
+
         from wfrl.collect.rollout import make_policy
         key = (weights_box[0].hex(), wf_index)
         if key != self._policy_key:

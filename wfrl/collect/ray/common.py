@@ -2,8 +2,6 @@
 errors the command line prints as one line."""
 from __future__ import annotations
 
-
-
 from wfrl.errors import BackendUnavailable, UserError
 
 _INSTALL_HINT = "the ray collector needs Ray: pip install 'wfrl[ray]'"

@@ -160,6 +160,7 @@ class LocalRay:
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialised in this process")
         from ray._private import ray_constants
+
         # ray/_raylet.pyi declares only the ids and ObjectRef of the compiled module
         from ray._raylet import Config  # type: ignore[attr-defined]
         self.temp_dir = tempfile.mkdtemp(prefix="wfrl-ray-")

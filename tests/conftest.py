@@ -68,6 +68,9 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+    # the system_wide tests last, together (a stable sort: the rest keep their order): each
+    # waits for whatever test the other process is in, so grouped they wait once, not each
+    items.sort(key=lambda item: item.get_closest_marker("system_wide") is not None)
 
 
 def pytest_collection_finish(session):

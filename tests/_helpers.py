@@ -113,24 +113,10 @@ def assert_batch_reproduces_the_rollout(model, batch):
 
 def made_once(name, make):
     """make()'s value, made once per test session and shared by its test processes (pytest -n 2:
-    a module fixture is otherwise built in each process that runs one of the module's tests).
-    The first process to ask makes it under a lock in the session's directory (tests/conftest.py)
-    and leaves it there pickled; the others wait for the lock and read it."""
-    import fcntl
-    import os
-    import pickle
-    from pathlib import Path
-    folder = Path(os.environ["WFRL_TEST_SESSION_DIR"])
-    path = folder / f"{name}.pickle"
-    with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            return pickle.loads(path.read_bytes())
-        value = make()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(value))
-        os.replace(tmp, path)
-        return value
+    a module fixture is otherwise built in each process that runs one of the module's tests):
+    made_in_parts with one part, so the first process to ask makes it and the others wait for it
+    and read it."""
+    return made_in_parts(name, {name: make})[name]
 
 
 def made_in_parts(name, parts):

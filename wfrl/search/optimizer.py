@@ -424,12 +424,10 @@ class WorkflowOptimizer:
         # workflow's own compliant visits trail the best's by more than a Bonferroni margin over
         # the evaluated workflows. The model alone calls unvisited and equal workflows worse
         # (docs/search-choices.md; tests/test_optimizer.py).
-        measured: dict[int, tuple[float, float]] | set[int]
         measured = {w: m for w, m in self.measured(reward).items() if w in feasible}
         worse = measured_worse(measured, best, level)
         tied = [w for w, b in zip(feasible, beats)
                 if w != best and (b < level or w not in worse)]
-        measured = set(measured)
         others = len(feasible) - 1
         evaluated = len(measured) - 1
         name = Workflow.from_index(best).arrow()

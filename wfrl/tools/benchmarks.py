@@ -193,18 +193,17 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
     recorded = []
     try:
         c.collect(learner.flat_weights(), 0, wf, 0, episodes_per_update)   # warm-up
-        times: list[float] | dict[str, list[float]]
-        times = []
+        collect_times: list[float] = []
         for b in range(batches):
             t = time.perf_counter()
             c.collect(learner.flat_weights(), 0, wf, (b + 1) * episodes_per_update,
                       episodes_per_update)
-            times.append(time.perf_counter() - t)
+            collect_times.append(time.perf_counter() - t)
             if b < 3:
                 # (Any: the collector's buffer, a wfrl._core.TrajectoryBuffer)
                 recorded.append({k: v.copy() for k, v in cast(Any, c.buffer).arrays.items()})
         buffer: Any = c.buffer
-        out["collect_episodes_per_s"] = episodes_per_update / _median(times)
+        out["collect_episodes_per_s"] = episodes_per_update / _median(collect_times)
         say(f"collect only ({collector} x{n_workers}): "
             f"{out['collect_episodes_per_s']:.0f} episodes/s")
 
@@ -226,7 +225,7 @@ def bench_train(episodes_per_update: int = 50, batches: int = 12, e2e_episodes: 
                  "full_width": (PPOLearner(ppo, seed=seed, compact=False), False, mine),
                  "autograd": (PPOLearner(ppo, seed=seed, manual=False), False, theirs),
                  "original": (PPOLearner(ppo, seed=seed, reference=True), True, theirs)}
-        times = {name: [] for name in paths}
+        times: dict[str, list[float]] = {name: [] for name in paths}
         for b in range(batches):
             for name, (lrn, reference, threads) in paths.items():
                 torch.set_num_threads(threads)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -397,10 +397,9 @@ def save_reference(path, summaries: dict, full: dict, meta: dict) -> None:
     import os
     import tempfile
     arrays: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)}
-    f: str | IO[bytes]   # (a field's name, then the file written)
     for key, s in summaries.items():
-        for f in EpisodeSummary.__dataclass_fields__:
-            arrays[f"{key}:{f}"] = getattr(s, f)
+        for field in EpisodeSummary.__dataclass_fields__:
+            arrays[f"{key}:{field}"] = getattr(s, field)
     for key, (rewards, obs) in full.items():
         arrays[f"{key}:rewards_tenths"] = _tenths(rewards)
         arrays[f"{key}:obs_bits"] = np.packbits(np.asarray(obs, np.uint8), axis=-1)

@@ -308,6 +308,22 @@ cdef class Actor:
         return wfrl_compliance_rate(&self.a.comp)
 
 
+def actors_act(list actors, const float[:, ::1] obs, const uint8_t[::1] red_access,
+                int32_t[::1] out):
+    """Actor i acts on obs[i] (as actors[i].act(obs[i], red_access), the action only), for every
+    i, in one call: out[i] its action."""
+    cdef Py_ssize_t i, n = len(actors)
+    _need(obs.shape[0] == n and out.shape[0] == n and obs.shape[1] == WFRL_OBS_DIM and
+          red_access.shape[0] == WFRL_N_HOSTS,
+          "actors_act: obs must be [len(actors), 52], out [len(actors)], red_access [13]")
+    cdef Actor a
+    cdef float logp, value, bonus
+    for i in range(n):
+        a = <Actor?>actors[i]
+        out[i] = wfrl_actor_act(&a.a, &a.policy.p, a.s, &obs[i, 0], &red_access[0],
+                                &logp, &value, &bonus)
+
+
 def learned_red_policy(str red_agent, leaderboard=None):
     """The RedPolicy of a learned red (learned:PATH; wfrl.envs.duel.red_weights: one line for a
     red trained on the other CybORG code than `leaderboard` says), else None."""

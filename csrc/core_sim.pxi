@@ -228,6 +228,20 @@ cdef class Cage2Sim:
         return wfrl_red_play(&red.p, e, &rngs[i], <wfrl_scratch *>_aligned(self._red_scratch),
                              &logp, &value)
 
+    def act_red_all(self, RedPolicy red):
+        """act_red in every env, in env order (one call for the batch; seed_red first): the
+        actions, int32 [n]."""
+        _need(self._red_rngs is not None, "act_red_all: seed_red first")
+        out = np.empty(self.n, np.int32)
+        cdef int32_t[::1] ov = out
+        cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
+        cdef wfrl_scratch *scratch = <wfrl_scratch *>_aligned(self._red_scratch)
+        cdef float logp, value
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            ov[i] = wfrl_red_play(&red.p, self._external(i), &rngs[i], scratch, &logp, &value)
+        return out
+
     def red_mask(self, Py_ssize_t i):
         """The red actions allowed in env i now: bool[RED_N_ACTIONS]."""
         out = np.empty(WFRL_RED_N_ACTIONS, dtype=np.uint8)

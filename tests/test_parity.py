@@ -40,8 +40,9 @@ from wfrl.tools.parity import (
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REDS = REFERENCE_REDS
 N_SIM = 10000
-# a learned blue is played one forward pass per episode and step (wfrl.tools.parity.LearnedBlue),
-# ~600 simulator episodes a second: fewer episodes, still several times the reference's 300
+# a learned blue is played one forward pass per episode and step (wfrl.tools.parity.LearnedBlue,
+# one call per step for the batch), ~2,000 simulator episodes a second of one core: fewer
+# episodes, still several times the reference's 300
 N_SIM_LEARNED = 2000
 SEED_SIM = 7
 
@@ -84,6 +85,36 @@ def test_learned_blue_plays_each_episode_as_the_checkpoint_agent_does():
             single = [agent.get_action(obs[ep, env, t]) for t in range(30)]
             assert batched[env].tolist() == single
     assert len(set(batched.ravel().tolist())) > 1
+    from wfrl._core import actors_act
+    with pytest.raises(ValueError, match="actors_act"):
+        actors_act(blue.actors, np.ascontiguousarray(obs[0, :, 0]), np.zeros(13, np.uint8),
+                   np.zeros(3, np.int32))
+
+
+def test_a_learned_reds_batched_acts_are_its_per_env_acts():
+    """Cage2Sim.act_red_all (the parity's simulator side) gives, env by env, the action act_red
+    gives, from the same streams: two batches of the same episodes stay equal to the end."""
+    from wfrl._core import Cage2Sim, learned_red_policy
+    red = learned_red_policy("learned:vs_critical_first", False)
+    n = 64
+    seeds = np.random.SeedSequence([5, 1]).generate_state(n, dtype=np.uint64)
+    sims = [Cage2Sim(n, "learned:vs_critical_first", False) for _ in range(2)]
+    bufs = [(np.zeros((n, 52), np.float32), np.zeros((n, 13), np.uint8), np.zeros(n, np.float32),
+             np.zeros(n, np.uint8)) for _ in sims]
+    for sim, (obs, ra, _, _) in zip(sims, bufs):
+        sim.reset_batch(seeds, obs, ra)
+        for i in range(n):
+            sim.seed_red(i, int(seeds[i]))
+    blue = np.random.default_rng(2).integers(0, 145, (100, n)).astype(np.int32)
+    for t in range(100):
+        one = np.array([sims[0].act_red(i, red) for i in range(n)], np.int32)
+        assert sims[1].act_red_all(red).tolist() == one.tolist()
+        for sim, (obs, ra, rew, done) in zip(sims, bufs):
+            sim.step_batch(blue[t], obs, rew, done, ra)
+        assert (bufs[0][0] == bufs[1][0]).all() and (bufs[0][2] == bufs[1][2]).all()
+    assert len(set(one.tolist())) > 1
+    with pytest.raises(ValueError, match="seed_red first"):
+        Cage2Sim(2, "learned:vs_critical_first", False).act_red_all(red)
 
 
 _REFERENCES: dict = {}

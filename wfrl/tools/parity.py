@@ -107,9 +107,10 @@ class LearnedBlue:
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Actions (int32 [n]) for observations [n, 52]."""
-        x = np.ascontiguousarray(obs, np.float32)
-        return np.fromiter((a.act(x[i], self._access)[0] for i, a in enumerate(self.actors)),
-                           np.int32, len(self.actors))
+        from wfrl._core import actors_act
+        out = np.empty(len(self.actors), np.int32)
+        actors_act(self.actors, np.ascontiguousarray(obs, np.float32), self._access, out)
+        return out
 
 
 @dataclass
@@ -180,8 +181,7 @@ def run_sim_episodes(red_agent: str, policy: str, n: int, seed: int,
     for t in range(EP_LEN):
         act = learned.act(obs) if learned is not None else blue_actions(policy, obs, t, rng)
         if red is not None:
-            for i in range(n):
-                sim.act_red(i, red)
+            sim.act_red_all(red)
         sim.step_batch(act, obs, rew, done, ra)
         rewards[:, t] = rew
         obs_all[:, t] = obs

@@ -32,6 +32,7 @@ TOOLS = {
     "select_checkpoint.py": "test_select_checkpoint_ranks_and_screens",
     "ship_pretrained.py": "test_ship_pretrained_writes_a_loadable_small_policy",
     "stability.py": "test_stability_evaluates_each_runs_best",
+    "suite_processes.py": "test_suite_processes_logs_every_process_a_test_starts",
     "setup.sh": None,
 }
 
@@ -166,6 +167,22 @@ def test_stability_evaluates_each_runs_best(tmp_path):
     st = json.loads((tmp_path / "st.json").read_text())
     assert len(st["runs"]) == 2 and st["runs"][0]["mean"] == st["runs"][1]["mean"]
     assert st["sd_across_runs"] == 0 and -40 < st["mean"] < -5
+
+
+def test_suite_processes_logs_every_process_a_test_starts(tmp_path):
+    log = tmp_path / "p.tsv"
+    target = "tests/test_config.py::test_help_and_argument_errors_do_not_import_torch[argv4-2]"
+    out = _run("suite_processes.py", "--log", log, "--", "-q", "-p", "no:cacheprovider", target)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = log.read_text().splitlines()
+    started = [ln for ln in lines if ln.split("\t")[2].startswith(target + " (call) | ")]
+    assert len(started) == 1 and started[0].split("\t")[1] == "0"      # it imported no torch
+    assert len(lines) == 2                        # and the pytest process itself
+    assert "processes the tests started: 1," in out.stdout
+    again = _run("suite_processes.py", "--log", log, "--summary-only")
+    assert again.returncode == 0 and again.stdout.strip() in out.stdout
+    missing = _run("suite_processes.py", "--log", tmp_path / "none.tsv", "--summary-only")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
 
 
 def test_ship_pretrained_writes_a_loadable_small_policy(tmp_path):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,17 @@ pytestmark = pytest.mark.slow
 def _search(out, pooled=None, **kw):
     cfg = search_cfg(out, **{"total_episodes": 900, **kw})
     return WorkflowSearch(cfg, progress=quiet, pooled=pooled).run_search()
+
+
+def _k2_reference():
+    """(folder, summary) of the search with two visits in flight, run once per test session and
+    shared by the tests that hold another run to it (its records only read)."""
+    from _helpers import made_once
+
+    def make():
+        out = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / "search_k2" / "run"
+        return out, _search(out, concurrent_visits=2)
+    return made_once("search_k2", make)
 
 
 def _same_checkpoints(a, b):
@@ -46,8 +58,7 @@ def test_pool_engine_with_one_visit_in_flight_is_the_serial_search(tmp_path):
 
 
 def test_two_in_flight_twice_gives_identical_records(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    sa = _search(a, concurrent_visits=2)
+    (a, sa), b = _k2_reference(), tmp_path / "b"
     sb = _search(b, concurrent_visits=2)
     assert_same_logs(a, b)
     _same_checkpoints(a, b)
@@ -75,8 +86,7 @@ def _cli_args(out, k):
 
 
 def test_sigkill_mid_visit_then_resume_matches_uninterrupted_run(tmp_path):
-    twin, out = tmp_path / "twin", tmp_path / "run"
-    _search(twin, concurrent_visits=2)
+    (twin, _), out = _k2_reference(), tmp_path / "run"
     proc = subprocess.Popen(_cli_args(out, 2), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     log = out / "gp_sampling_log.csv"
@@ -121,8 +131,7 @@ def _session(sid: int) -> list[int]:
 def test_a_killed_worker_costs_a_redo_not_the_search(tmp_path, monkeypatch):
     """SIGKILL to a visit's worker process mid-visit: the pool starts again and the search ends
     with the records of one never disturbed."""
-    ref, out = tmp_path / "ref", tmp_path / "run"
-    _search(ref, concurrent_visits=2)
+    (ref, _), out = _k2_reference(), tmp_path / "run"
     from wfrl.search import concurrent
     real = concurrent.LocalVisitPool.result
     killed = []

@@ -44,12 +44,13 @@ def read_log(path):
 
 
 def summary(rows, top=15) -> str:
-    test_procs = [r for r in rows if r["test"] == "-" and "pytest" in r["argv"]]
-    started = [r for r in rows if r not in test_procs]
+    outside = [r for r in rows if r["test"] == "-"]
+    started = [r for r in rows if r["test"] != "-"]
     torch = [r for r in started if r["torch"]]
     out = [f"processes logged: {len(rows)}, {sum(r['cpu'] for r in rows):,.0f} CPU-s",
-           f"  pytest processes (controller, workers, nested runs): {len(test_procs)}, "
-           f"{sum(r['cpu'] for r in test_procs):,.0f} CPU-s",
+           f"  exited outside any test (pytest's controller and workers, with the tests they "
+           f"ran in process; nested runs): {len(outside)}, "
+           f"{sum(r['cpu'] for r in outside):,.0f} CPU-s",
            f"  processes the tests started: {len(started)}, "
            f"{sum(r['cpu'] for r in started):,.0f} CPU-s",
            f"    of which imported torch: {len(torch)}, {sum(r['cpu'] for r in torch):,.0f} CPU-s",

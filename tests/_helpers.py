@@ -111,6 +111,14 @@ def assert_batch_reproduces_the_rollout(model, batch):
     np.testing.assert_allclose(values.numpy(), batch.values, atol=2e-4)
 
 
+def session_folder(name):
+    """The folder of this test session kept for `name` (made_once and made_in_parts keep their
+    parts there; a part that writes files puts them under it too)."""
+    import os
+    from pathlib import Path
+    return Path(os.environ["WFRL_TEST_SESSION_DIR"]) / name
+
+
 def made_once(name, make):
     """make()'s value, made once per test session and shared by its test processes (pytest -n 2:
     a module fixture is otherwise built in each process that runs one of the module's tests):
@@ -127,8 +135,7 @@ def made_in_parts(name, parts):
     import fcntl
     import os
     import pickle
-    from pathlib import Path
-    folder = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / name
+    folder = session_folder(name)
     folder.mkdir(exist_ok=True)
     out = {}
 

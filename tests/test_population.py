@@ -168,12 +168,10 @@ def _records(out):
 def _session_run(name, *flags, tensorboard=False):
     """A population run of TINY and `flags` (with TensorBoard files in the run's parent/tb),
     made once per test session (in its directory) and shared by the test processes."""
-    from pathlib import Path
-
-    from _helpers import made_once
+    from _helpers import made_once, session_folder
 
     def make():
-        out = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / name / "run"
+        out = session_folder(name) / "run"
         tb = ("--tensorboard", out.parent / "tb") if tensorboard else ()
         res = run_wfrl("population", *TINY, *flags, *tb, "--out", out)
         assert res.returncode == 0, res.stderr

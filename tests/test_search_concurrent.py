@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,10 +26,10 @@ def _search(out, pooled=None, **kw):
 def _k2_reference():
     """(folder, summary) of the search with two visits in flight, run once per test session and
     shared by the tests that hold another run to it (its records only read)."""
-    from _helpers import made_once
+    from _helpers import made_once, session_folder
 
     def make():
-        out = Path(os.environ["WFRL_TEST_SESSION_DIR"]) / "search_k2" / "run"
+        out = session_folder("search_k2") / "run"
         return out, _search(out, concurrent_visits=2)
     return made_once("search_k2", make)
 

@@ -80,11 +80,11 @@ def compare_with_reference(backend_name, red, episodes, net, weights, workflow, 
     return a
 
 
-def run_wfrl(*args, timeout=600):
-    """`python -m wfrl ARGS...` in a subprocess, output captured."""
-    import sys
-    return subprocess.run([sys.executable, "-m", "wfrl", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+def run_wfrl(*args, timeout=600, env=None, cwd=None):
+    """`python -m wfrl ARGS...` in a new process, output captured (a fork of this one where it
+    can stand for a fresh interpreter: tests/_forked.py)."""
+    import _forked
+    return _forked.run(args, timeout=timeout, env=env, cwd=cwd)
 
 
 def train_tiny(out, *flags):

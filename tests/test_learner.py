@@ -556,6 +556,32 @@ def test_split_update_equals_the_one_thread_update_bit_for_bit(kw, stale, one_th
     assert split._gen.get_state().equal(one._gen.get_state())
 
 
+def test_split_update_in_a_forked_child_of_a_process_that_ran_one(one_thread):
+    # The critic's thread is started once per process; a child forked after the parent's split
+    # update (multiprocessing's "fork", a fork of a test process) starts its own and gives the
+    # parent's weights, where it once waited forever on the parent's thread.
+    import dataclasses
+    import multiprocessing as mp
+    cfg, batch = _recorded_batch(True)
+    cfg = dataclasses.replace(cfg, clip_per_net=True)
+    lrn = PPOLearner(cfg, seed=9)
+    for _ in range(2):
+        lrn.update(batch)                    # the second one split, on the critic's thread
+    after = PPOLearner(cfg, seed=9)
+    for _ in range(3):
+        after.update(batch)
+    q = mp.get_context("fork").SimpleQueue()
+    child = mp.get_context("fork").Process(target=lambda: (lrn.update(batch),
+                                                           q.put(lrn.flat_weights())))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0, "the forked child's split update did not finish"
+    np.testing.assert_array_equal(q.get(), after.flat_weights())
+
+
 def test_split_update_only_where_the_networks_are_independent(one_thread):
     # The joint clip couples the two networks' steps, the KL stop ends both at the actor's word,
     # a per-step callback (--learner-threads > 1) needs one sequence of steps: one thread then.

@@ -23,6 +23,7 @@ the learner's generator, so they visit the same minibatches. Adam's steps: wfrl.
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -82,6 +83,16 @@ def _critic_thread():
         from concurrent.futures import ThreadPoolExecutor
         _CRITIC_THREAD = ThreadPoolExecutor(1, thread_name_prefix="wfrl-critic")
     return _CRITIC_THREAD
+
+
+def _forget_critic_thread() -> None:
+    # a forked child has no copy of the parent's thread: its first split update starts its own
+    # (with the parent's executor it waited forever on a job no thread would run)
+    global _CRITIC_THREAD
+    _CRITIC_THREAD = None
+
+
+os.register_at_fork(after_in_child=_forget_critic_thread)
 
 
 class PPOLearner(TorchSteps, FusedAdamSteps, ReferenceUpdate):

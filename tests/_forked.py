@@ -11,7 +11,7 @@ codes, files written and processes started are the command's own.
 
 A fresh interpreter is used instead where a fork could not stand for one: an environment that
 changes what an interpreter loads at start (PYTHONPATH, LD_PRELOAD, PYTHON* settings), Ray
-connected in the test process, or WFRL_TEST_FRESH=1 (the whole suite the slow way, to compare).
+connected in the test process, a WFRL_ setting of its own (some are read as wfrl's modules load), or WFRL_TEST_FRESH=1 (the whole suite the slow way, to compare).
 Tests that signal or kill a command start it with subprocess.Popen as before.
 """
 import atexit
@@ -34,8 +34,11 @@ def fork_allowed(env) -> bool:
     """Whether a fork can stand for a fresh interpreter under `env` (None: this process's)."""
     if os.environ.get(FRESH_ENV, "0") == "1":
         return False
-    if env is not None and any(env.get(k) != os.environ.get(k) for k in _AT_START):
-        return False
+    if env is not None:
+        changed = {k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k)}
+        # wfrl reads some of its own settings as its modules load (WFRL_COMPILED_STEP)
+        if changed & set(_AT_START) or any(k.startswith("WFRL_") for k in changed):
+            return False
     ray = sys.modules.get("ray")
     return not (ray is not None and ray.is_initialized())
 
@@ -55,8 +58,6 @@ def _child(args, env, cwd, out_w, err_w, drop) -> None:
         import faulthandler
         import io
         faulthandler.disable()              # the test process's, writing to its own stderr
-        if os.environ.get("FDBG"):
-            faulthandler.dump_traceback_later(15, file=open(f"/tmp/fdbg.{os.getpid()}", "w"))
         sys.stdin = open(0, closefd=False)
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=False)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
@@ -68,6 +69,8 @@ def _child(args, env, cwd, out_w, err_w, drop) -> None:
         atexit._clear()
         mp_util._finalizer_registry.clear()
         mp_process._children.clear()
+        mp_util._run_after_forkers()        # as multiprocessing's own fork start does (its
+        #                                     resource sharer's listener is the parent's)
         atexit.register(mp_util._exit_function)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
                     signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE, signal.SIGCHLD):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_wfrl
 
 WF = "defender,enterprise,op_server,op_host,user"
 
@@ -18,6 +19,8 @@ def wfrl(*args, code=None, env=None):
     if code is not None:  # run main() after `code` (used to hide an installed package)
         cmd = [sys.executable, "-c", f"{code}\nimport sys\nfrom wfrl.cli import main\n"
                                      f"sys.exit(main({list(map(str, args))!r}))"]
+    if code is None:
+        return run_wfrl(*args, env={**os.environ, **(env or {})})
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env={**os.environ, **(env or {})})
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import run_wfrl
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # a small search: 500 pretraining episodes, then visits, 1,500 episodes in all
@@ -36,9 +37,11 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _wfrl(args, env=None, injected=False):
-    cmd = [sys.executable, "-c", _INJECTED] if injected else [sys.executable, "-m", "wfrl"]
-    return subprocess.run(cmd + [str(a) for a in args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=600)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    if not injected:
+        return run_wfrl(*args, cwd=ROOT, env=env)
+    return subprocess.run([sys.executable, "-c", _INJECTED, *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=600)
 
 
 def _check_stopped_cleanly(out, run):

@@ -2,11 +2,10 @@
 (sim:leaderboard, cyborg:leaderboard): the two differences from the installed code, on both
 engines, and that the installed code is left alone. Statistical equality of the two engines under
 this code is in tests/test_parity.py (the "leaderboard" reference)."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _helpers import run_wfrl
 
 from wfrl.envs import make_backend
 from wfrl.envs.base import BACKENDS, backend_engine, is_leaderboard
@@ -27,8 +26,7 @@ def test_backend_names():
 
 
 def test_bad_backend_on_the_command_line_is_one_line():
-    p = subprocess.run([sys.executable, "-m", "wfrl", "train", "--backend", "sim:leaderbord"],
-                       capture_output=True, text=True, timeout=60)
+    p = run_wfrl("train", "--backend", "sim:leaderbord", timeout=60)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "sim:leaderboard" in p.stderr   # the choices are named

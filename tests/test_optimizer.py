@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import run_wfrl
 
 from wfrl.errors import UserError
 from wfrl.search.gp import ALL_EMBEDDED, PAIRS, discordant_pairs
@@ -230,8 +231,6 @@ def test_acquisition_spreads_visits_where_one_shared_model_re_measured_one_workf
 
 
 def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
-    import subprocess
-    import sys
 
     import torch
     run = tmp_path / "old"
@@ -240,8 +239,7 @@ def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
         {"mode": "search", "total_episodes": 100, "out": str(run)}))
     torch.save({"format": "wfrl/search-state", "format_version": 1, "meta": "{}",
                 "learner": None}, run / "search_state.pt")
-    p = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(run)],
-                       capture_output=True, text=True)
+    p = run_wfrl("train", "--resume", run)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "older wfrl" in lines[0] and "Traceback" not in p.stderr

@@ -1,11 +1,10 @@
 """Decision-time search (csrc/wfrl_plan.h, wfrl.evaluation.planner): the compiled belief update held equal to its
 Python twin, the belief's quality on episodes of the simulator, the compliance veto, the time
 limit, determinism, and bad budgets."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _helpers import run_wfrl
 from wfrl._core import (
     CAGE2_STATE_RNG_OFFSET,
     PLAN_RED_BLINE,
@@ -222,8 +221,7 @@ def test_bad_budget_is_one_line(field, value, fragment):
 
 def test_cli_bad_budget_and_plan_eval(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "wfrl", *args], capture_output=True,
-                              text=True, timeout=600)
+        return run_wfrl(*args)
     bad = run("eval", "--checkpoint", "pretrained:critical_first", "--plan",
               "--plan-particles", "0")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

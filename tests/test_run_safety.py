@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from _helpers import run_wfrl
 
 from wfrl.collect.resources import WORKER_MB, available_mb, check_workers_fit
 from wfrl.errors import UserError
@@ -19,8 +20,7 @@ SEARCH = ["train", "--pretrain-episodes", "200", "--total-episodes", "200000",
 
 
 def _wfrl(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "wfrl", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    return run_wfrl(*args, timeout=timeout)
 
 
 def _one_line(res, fragment):

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from _helpers import run_wfrl
 from _search_helpers import assert_same_logs, quiet, run_cli, search_cfg
 
 from wfrl.runlog import load_checkpoint, read_csv
@@ -104,8 +105,7 @@ def test_sigkill_mid_visit_then_resume_matches_uninterrupted_run(tmp_path):
     from wfrl.search.state import load_state
     state, _ = load_state(out / "search_state.pt")
     assert state.pending, "killed with no visit in flight"
-    done = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = run_wfrl("train", "--resume", out, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "resuming" in done.stderr
     assert_same_logs(out, twin)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import run_wfrl
 from _search_helpers import comparable, quiet, reference_run, resume_cfg, run_cli, search_cfg  # noqa: F401  (reference_run: a fixture)
 
 from wfrl.runlog import read_csv
@@ -70,8 +71,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    done = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = run_wfrl("train", "--resume", out, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "resuming" in done.stderr
     assert comparable(read_csv(out / "training_log.csv")) == \
@@ -80,8 +80,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
     s = json.loads((out / "summary.json").read_text())
     assert s["episodes_used"] == ref_summary["episodes_used"] and s["top"] == ref_summary["top"]
     # resuming a finished run is refused in one line
-    again = subprocess.run([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
-                           capture_output=True, text=True, timeout=120)
+    again = run_wfrl("train", "--resume", out, timeout=120)
     assert again.returncode == 2 and "has finished" in again.stderr
     assert "Traceback" not in again.stderr
 

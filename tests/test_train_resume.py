@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import run_wfrl
 
 from wfrl.training.steps import TIMING_COLUMNS
 
@@ -18,8 +19,7 @@ FLAGS = ["--workflow", "critical_first", "--total-episodes", "2400", "--eval-eve
 
 
 def _run(*argv, check=True):
-    res = subprocess.run([sys.executable, "-m", "wfrl", "train", *map(str, argv)],
-                         capture_output=True, text=True, timeout=600)
+    res = run_wfrl("train", *argv)
     if check:
         assert res.returncode == 0, res.stderr
     return res

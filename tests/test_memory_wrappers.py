@@ -148,8 +148,12 @@ def test_wrappers_refuse_an_env_that_is_not_cage2():
 
 
 @pytest.mark.sb3
-def test_maskable_ppo_learns_on_the_vector_mask_and_never_takes_a_masked_action():
+def test_maskable_ppo_learns_on_the_vector_mask_and_never_takes_a_masked_action(tmp_path,
+                                                                                monkeypatch):
     sb3_contrib = pytest.importorskip("sb3_contrib")
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # SB3's SB3-<date> logger folder
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
     from wfrl.envs.sb3 import SB3VecEnv
     venv = envs.make_vec_recipe(4, seed=0, autoreset_mode="SameStep")
     model = sb3_contrib.MaskablePPO("MlpPolicy", SB3VecEnv(venv), n_steps=32, batch_size=64,

@@ -11,11 +11,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check --no-input -q)
 EXTRAS=train,cyborg,ray,test,tensorboard,sb3,duel
-# The compiled core (one C file, the longest step) builds in place on one core while pip installs
-# the dependencies on the other; the editable install then finds it up to date. Run one after the
-# other, the two took 146 s on the 2-core VM (docs/install.md, "Build time").
+# wfrl itself (the compiled core: one C file, the longest step) is built and installed editable on
+# one core while pip installs the dependencies on the other: two pip processes, the first with
+# --no-deps, so they write no file in common. One after the other they took 146 s on the 2-core
+# VM (docs/install.md, "Build time").
 "${PIP[@]}" install -c constraints.txt 'setuptools>=69' 'Cython>=3.0'
-.venv/bin/python setup.py -q build_ext --inplace > .venv/build_core.log 2>&1 &
+"${PIP[@]}" install -c constraints.txt --no-deps --no-build-isolation -e . \
+    > .venv/build_core.log 2>&1 &
 BUILD=$!
 trap 'kill "$BUILD" 2>/dev/null || true' EXIT
 # the dependencies of the package and of every extra named, as pyproject.toml declares them
@@ -29,11 +31,10 @@ PY
 "${PIP[@]}" install -c constraints.txt "${DEPS[@]}"
 if ! wait "$BUILD"; then
     cat .venv/build_core.log >&2
-    echo "setup: the compiled core did not build (its log is above)" >&2
+    echo "setup: wfrl did not build (pip's log is above)" >&2
     exit 1
 fi
 trap - EXIT
-"${PIP[@]}" install -c constraints.txt --no-deps --no-build-isolation -e ".[$EXTRAS]"
 # gym-csle-cyborg only ships the expanded Scenario2 network; its declared dependencies are ~100
 # unrelated packages, so it is installed without them.
 "${PIP[@]}" install -c constraints.txt --no-deps gym-csle-cyborg==0.10.1

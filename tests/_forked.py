@@ -153,6 +153,10 @@ def run(args, timeout=600, env=None, cwd=None):
             time.sleep(0.01)
     for t in readers:      # until every process that holds the pipes has closed them
         t.join(max(0.0, deadline - time.monotonic()))
-    text = {fd: b"".join(c).decode(errors="replace") for fd, c in chunks.items()}
+    if any(t.is_alive() for t in readers):     # as subprocess.run: a process it started lingers
+        raise subprocess.TimeoutExpired(["wfrl", *args], timeout)
+    # text=True's decoding: the locale's encoding, universal newlines
+    text = {fd: b"".join(c).decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+            for fd, c in chunks.items()}
     return subprocess.CompletedProcess(["wfrl", *args], os.waitstatus_to_exitcode(status),
                                        text[out_r], text[err_r])

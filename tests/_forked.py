@@ -73,7 +73,7 @@ def _child(args, env, cwd, out_w, err_w, drop) -> None:
         #                                     resource sharer's listener is the parent's)
         atexit.register(mp_util._exit_function)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-                    signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE, signal.SIGCHLD):
+                    signal.SIGUSR2, signal.SIGALRM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)    # as Python sets it at start
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -86,7 +86,7 @@ def _child(args, env, cwd, out_w, err_w, drop) -> None:
         import wfrl.__main__ as entry
         sys.argv = [entry.__file__, *args]
         try:
-            entry.run()                      # leaves through os._exit on CPython 3.11
+            entry.run()                      # leaves through entry._leave on CPython 3.11
             code = 0
         except SystemExit as exc:
             c = exc.code
@@ -99,8 +99,7 @@ def _child(args, env, cwd, out_w, err_w, drop) -> None:
             import traceback
             traceback.print_exc()
             code = 1
-        threading._shutdown()               # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
+        entry._leave(code)                   # threads joined, exit handlers run, os._exit
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

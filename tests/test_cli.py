@@ -15,14 +15,13 @@ WF = "defender,enterprise,op_server,op_host,user"
 
 
 def wfrl(*args, code=None, env=None):
-    cmd = [sys.executable, "-m", "wfrl", *map(str, args)]
-    if code is not None:  # run main() after `code` (used to hide an installed package)
-        cmd = [sys.executable, "-c", f"{code}\nimport sys\nfrom wfrl.cli import main\n"
-                                     f"sys.exit(main({list(map(str, args))!r}))"]
+    env = {**os.environ, **(env or {})}
     if code is None:
-        return run_wfrl(*args, env={**os.environ, **(env or {})})
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+        return run_wfrl(*args, env=env)
+    # run main() after `code` (used to hide an installed package)
+    cmd = [sys.executable, "-c", f"{code}\nimport sys\nfrom wfrl.cli import main\n"
+                                 f"sys.exit(main({list(map(str, args))!r}))"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
 
 
 def _digest(path: Path) -> dict:

@@ -231,7 +231,6 @@ def test_acquisition_spreads_visits_where_one_shared_model_re_measured_one_workf
 
 
 def test_a_search_state_of_the_first_format_is_refused_in_one_line(tmp_path):
-
     import torch
     run = tmp_path / "old"
     run.mkdir()

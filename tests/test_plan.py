@@ -220,8 +220,7 @@ def test_bad_budget_is_one_line(field, value, fragment):
 
 
 def test_cli_bad_budget_and_plan_eval(tmp_path):
-    def run(*args):
-        return run_wfrl(*args)
+    run = run_wfrl
     bad = run("eval", "--checkpoint", "pretrained:critical_first", "--plan",
               "--plan-particles", "0")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -12,7 +12,10 @@ codes, files written and processes started are the command's own.
 A fresh interpreter is used instead where a fork could not stand for one: an environment that
 changes what an interpreter loads at start (PYTHONPATH, LD_PRELOAD, PYTHON* settings), Ray
 connected in the test process, a WFRL_ setting of its own (some are read as wfrl's modules load), or WFRL_TEST_FRESH=1 (the whole suite the slow way, to compare).
-Tests that signal or kill a command start it with subprocess.Popen as before.
+`popen(args, ...)` is subprocess.Popen for such a command (pipes, signals, wait and communicate
+as Popen's), its child a fork in the same way: for the tests that signal or kill a command
+mid-run. Commands that stand for a user's own process (tests/test_stress.py) still start a
+fresh interpreter.
 """
 import atexit
 import os
@@ -43,18 +46,20 @@ def fork_allowed(env) -> bool:
     return not (ray is not None and ray.is_initialized())
 
 
-def _child(args, env, cwd, out_w, err_w, drop) -> None:
+def _child(args, env, cwd, out_w, err_w, drop, in_r=-1) -> None:
+    """In the forked child: stdin from in_r (/dev/null if −1), stdout and stderr to out_w and
+    err_w (−1: the test process's, as a subprocess inherits them), `drop` closed."""
     code = 1
     try:
         for fd in drop:
             os.close(fd)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.close(out_w)
-        os.close(err_w)
+        if in_r == -1:
+            in_r = os.open(os.devnull, os.O_RDONLY)
+        for fd, std in ((in_r, 0), (out_w, 1), (err_w, 2)):
+            if fd != -1 and fd != std:
+                os.dup2(fd, std)
+        for fd in {in_r, out_w, err_w} - {-1, 0, 1, 2}:
+            os.close(fd)
         import faulthandler
         import io
         faulthandler.disable()              # the test process's, writing to its own stderr
@@ -159,3 +164,45 @@ def run(args, timeout=600, env=None, cwd=None):
             for fd, c in chunks.items()}
     return subprocess.CompletedProcess(["wfrl", *args], os.waitstatus_to_exitcode(status),
                                        text[out_r], text[err_r])
+
+
+class _ForkedPopen(subprocess.Popen):
+    """subprocess.Popen whose child is a fork of this process running `wfrl ARGS` (_child)
+    instead of a new program: Popen's own pipes, wait, poll, signals and communicate."""
+
+    def __init__(self, args, **kw):
+        self._wfrl_args = [str(a) for a in args]
+        super().__init__(["wfrl", *self._wfrl_args], **kw)
+
+    def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
+                       startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite,
+                       errread, errwrite, restore_signals, gid, gids, uid, umask,
+                       start_new_session, process_group):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            if start_new_session:
+                os.setsid()
+            os.close(ready_r)
+            os.close(ready_w)     # as Popen returns once its child has exec'd: set up by now
+            _child(self._wfrl_args, env, cwd, c2pwrite, errwrite,
+                   [fd for fd in (p2cwrite, c2pread, errread) if fd != -1], in_r=p2cread)
+        self.pid = pid
+        self._child_created = True
+        os.close(ready_w)
+        try:
+            os.read(ready_r, 1)   # EOF once the child has its session
+        finally:
+            os.close(ready_r)
+        self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+
+
+def popen(args, env=None, cwd=None, **kw):
+    """subprocess.Popen([python, -m, wfrl, *args], env=env, cwd=cwd, **kw), by a fork where
+    fork_allowed(env)."""
+    if not fork_allowed(env):
+        return subprocess.Popen([sys.executable, "-m", "wfrl", *map(str, args)], env=env,
+                                cwd=cwd, **kw)
+    return _ForkedPopen(args, env=env, cwd=cwd, **kw)

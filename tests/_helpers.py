@@ -87,6 +87,13 @@ def run_wfrl(*args, timeout=600, env=None, cwd=None):
     return _forked.run(args, timeout=timeout, env=env, cwd=cwd)
 
 
+def popen_wfrl(*args, env=None, cwd=None, **popen_kw):
+    """subprocess.Popen([python, -m, wfrl, *args], ...), for a test that signals or kills the
+    command mid-run (by a fork of this process where one can stand for a fresh interpreter)."""
+    import _forked
+    return _forked.popen(args, env=env, cwd=cwd, **popen_kw)
+
+
 def train_tiny(out, *flags):
     """A 20-episode single-workflow run (critical_first, mixed red, sequential, no periodic
     evaluation) into `out` with extra `flags`; asserts it succeeded."""

@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 
 from wfrl.training import attack as att
 
@@ -140,11 +139,11 @@ def test_an_attack_killed_mid_run_resumes_to_its_twin(short_attack, tmp_path):
     # The same run killed (SIGKILL) after its second commit, then resumed: the same log (timing
     # aside), the same evaluations and the same red, bit for bit.
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "wfrl", "attack", "--checkpoint", DEFENDER, "--total-episodes",
-           "1200", "--episodes-per-update", "200", "--eval-every", "600", "--eval-episodes",
-           "100", "--hidden", "32", "--seed", "5", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = popen_wfrl("attack", "--checkpoint", DEFENDER, "--total-episodes", "1200",
+                      "--episodes-per-update", "200", "--eval-every", "600", "--eval-episodes",
+                      "100", "--hidden", "32", "--seed", "5", "--out", out,
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                      start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline:
         if (out / "training_log.csv").exists() and len(_log(out / "training_log.csv")) >= 2:

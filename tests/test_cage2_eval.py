@@ -162,16 +162,14 @@ def test_sigterm_leaves_no_evaluation_worker(how):
     an exit that unwinds)."""
     import signal
     import subprocess
-    import sys
     import time
     from pathlib import Path
 
-    from _helpers import live_session_processes
+    from _helpers import live_session_processes, popen_wfrl
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-m", "wfrl", "eval", "--cage2", "--backend", "sim",
-                             *how, "--n-workers", "2", "--episodes", "3000", "--json"],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = popen_wfrl("eval", "--cage2", "--backend", "sim", *how, "--n-workers", "2",
+                      "--episodes", "3000", "--json", cwd=root, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while len(live_session_processes(proc.pid, wait=0)) < 3 and time.monotonic() < deadline:

@@ -4,13 +4,12 @@ mid-collection costs a re-run, never a half-written episode; nothing is left in 
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
-from _helpers import live_session_processes, perturbed_weights
+from _helpers import live_session_processes, perturbed_weights, popen_wfrl
 
 from wfrl.collect.base import Collector, make_collector
 from wfrl.collect.shm import SharedArrays, WeightsBoard, leaked_segments
@@ -142,9 +141,9 @@ def test_weights_board_versions():
 @pytest.mark.parametrize("collector", ["sync", "async"])
 def test_interrupt_leaves_no_processes_and_no_shared_memory(tmp_path, sig, code, collector):
     before = set(os.listdir("/dev/shm"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wfrl", "train", "--collector", collector, "--n-workers", "2",
-         "--total-episodes", "10000000", "--episodes-per-update", "200", "--out", str(tmp_path)],
+    proc = popen_wfrl(
+        "train", "--collector", collector, "--n-workers", "2", "--total-episodes", "10000000",
+        "--episodes-per-update", "200", "--out", tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         # a workflow search (the default of `wfrl train`): wait for the first update's line,

@@ -8,12 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 
 from wfrl.envs.duel import red_checkpoint_path
 from wfrl.errors import UserError
@@ -230,9 +229,8 @@ def test_a_population_run_killed_mid_round_resumes_to_its_twin(short_run, tmp_pa
     # The same settings again, killed (SIGKILL) in round 2's defender training, then resumed:
     # every record the uninterrupted run wrote, bit for bit (so also: two runs, same records).
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "wfrl", "population", *TINY, "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = popen_wfrl("population", *TINY, "--out", out, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE, text=True, start_new_session=True)
     log = out / "rounds" / "002" / "defender" / "training_log.csv"
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None:

@@ -4,11 +4,10 @@ and worker counts this machine cannot hold are refused before any worker starts.
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 
 from wfrl.collect.resources import WORKER_MB, available_mb, check_workers_fit
 from wfrl.errors import UserError
@@ -31,8 +30,8 @@ def _one_line(res, fragment):
 
 
 def _start_search(out):
-    proc = subprocess.Popen([sys.executable, "-m", "wfrl", *SEARCH, "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = popen_wfrl(*SEARCH, "--out", out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                      text=True)
     deadline = time.time() + 120
     while time.time() < deadline:   # running: at least two updates logged
         log = out / "training_log.csv"
@@ -83,8 +82,8 @@ def test_a_lock_left_by_a_killed_run_does_not_block_resume(tmp_path):
     assert (out / LOCK_FILE).read_text().strip() == str(proc.pid)   # the stale lock file
     # resume for real, and stop it once it has trained past the kill: it got past the lock
     before = len(read_csv(out / "training_log.csv"))
-    proc = subprocess.Popen([sys.executable, "-m", "wfrl", "train", "--resume", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = popen_wfrl("train", "--resume", out, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while time.time() < deadline and proc.poll() is None:

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 from _search_helpers import assert_same_logs, quiet, run_cli, search_cfg
 
 from wfrl.runlog import load_checkpoint, read_csv
@@ -87,8 +87,8 @@ def _cli_args(out, k):
 
 def test_sigkill_mid_visit_then_resume_matches_uninterrupted_run(tmp_path):
     (twin, _), out = _k2_reference(), tmp_path / "run"
-    proc = subprocess.Popen(_cli_args(out, 2), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = popen_wfrl(*_cli_args(out, 2)[3:], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, start_new_session=True)
     log = out / "gp_sampling_log.csv"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:

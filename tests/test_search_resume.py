@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 from _search_helpers import comparable, quiet, reference_run, resume_cfg, run_cli, search_cfg  # noqa: F401  (reference_run: a fixture)
 
 from wfrl.runlog import read_csv
@@ -61,7 +61,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, reference_run):
             "--red-agent", "B_lineAgent", "--visit-eval", "training", "--gp-eval-episodes", "0",
             "--lr-final", "1", "--entropy-final", "1", "--first-fix-bonus",
             "--seed", "3", "--hidden", "32", "--epochs", "2", "--out", str(out)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = popen_wfrl(*args[3:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "training_log.csv"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:

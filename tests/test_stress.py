@@ -2,8 +2,9 @@
 
 Each round drives one path as a user's command (a subprocess in its own session) while this test
 makes life hard for it: its stderr is a pipe read slowly (a reader that sleeps between small
-reads), a CPU-bound neighbour process holds a core, and the workers sleep a random 0..N ms at
-their busy points (WFRL_TEST_WORKER_DELAY_MS, a test-only hook of wfrl.collect.worker, off by
+reads), the command and every process it starts share one core (as if a CPU-bound neighbour
+held the rest; the on-demand form also runs a real neighbour in half its rounds), and the workers
+sleep a random 0..N ms at their busy points (WFRL_TEST_WORKER_DELAY_MS, a test-only hook of wfrl.collect.worker, off by
 default). Interrupt rounds send SIGINT or SIGTERM at a random moment and then resume the run to
 its end. Every round asserts: no stall past its bound, the exact episode counts, nothing left in
 /dev/shm and no process left in the command's session.
@@ -11,6 +12,7 @@ its end. Every round asserts: no stall past its bound, the exact episode counts,
     pytest tests/test_stress.py                 # the bounded form (CI): one round of each path
     python tests/test_stress.py 100 [SEED]      # on demand: 100 rounds of random paths
 """
+import contextlib
 import csv
 import json
 import os
@@ -68,14 +70,36 @@ class Neighbour:
         self.proc.wait()
 
 
+_ONE_CORE: set[int] = set()   # the core the pytest form confines each command to (empty: none)
+
+
+@contextlib.contextmanager
+def one_core():
+    """Commands started inside are confined (with every process they start, by inheritance) to
+    one core: each must hold up with its workers, threads and Ray's daemons taking turns there."""
+    _ONE_CORE.add(min(os.sched_getaffinity(0)))
+    try:
+        yield
+    finally:
+        _ONE_CORE.clear()
+
+
+def _pin():   # runs in the child between fork and exec
+    if _ONE_CORE:
+        os.sched_setaffinity(0, _ONE_CORE)
+
+
 def _env(**extra):
     env = {k: v for k, v in os.environ.items() if k != "WFRL_TEST_OUTPUT_NO_DRAIN"}
     return {**env, "WFRL_TEST_WORKER_DELAY_MS": DELAY_MS, **extra}
 
 
 def _start(args, env, cwd):
-    return subprocess.Popen([sys.executable, "-m", "wfrl", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "wfrl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+                            preexec_fn=_pin if _ONE_CORE else None)
+    assert not _ONE_CORE or os.sched_getaffinity(proc.pid) == _ONE_CORE
+    return proc
 
 
 def _finish(proc, bound, reader=None):
@@ -182,11 +206,11 @@ KINDS = {"agent": agent_round,
 
 
 @pytest.mark.slow
-@pytest.mark.system_wide     # compares /dev/shm; a CPU-bound neighbour: nothing else beside it
+@pytest.mark.system_wide     # compares /dev/shm: nothing else beside it
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_one_round_of_each_path(kind, tmp_path):
     before = set(os.listdir("/dev/shm"))
-    with Neighbour():
+    with one_core():
         KINDS[kind](random.Random(f"{kind}-0"), tmp_path)
     assert set(os.listdir("/dev/shm")) - before == set()   # no segment, no semaphore
 

@@ -7,10 +7,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
-from _helpers import run_wfrl
+from _helpers import popen_wfrl, run_wfrl
 
 from wfrl.training.steps import TIMING_COLUMNS
 
@@ -32,8 +31,7 @@ def _rows(path):
 
 def _killed_after(out, lines: int):
     """Start the run and SIGKILL it once it has printed `lines` progress lines."""
-    proc = subprocess.Popen([sys.executable, "-m", "wfrl", "train", *FLAGS, "--out", str(out)],
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen_wfrl("train", *FLAGS, "--out", out, stderr=subprocess.PIPE, text=True)
     seen = 0
     for line in proc.stderr:
         seen += line.startswith(("update", "evaluation"))

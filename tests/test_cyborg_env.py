@@ -121,3 +121,56 @@ def test_sleep_red_never_gains_access():
         obs, r, _, _, info = env.step(0)
         assert r == 0.0 and not obs.any()
         assert info["red_access"].tolist() == [0] * 8 + [2] + [0] * 4
+
+
+_NO_TORCH = r"""
+import json, sys
+from wfrl.collect.rollout import make_policy  # what a collector's worker loads
+from wfrl.envs import make_backend
+from wfrl.tools.parity import REFERENCE_SEED, run_episodes, summarise
+out = {}
+for red in ("B_lineAgent", "RedMeanderAgent", "ScoutingB_lineAgent"):
+    be = make_backend("cyborg", red)
+    out[red] = summarise(run_episodes(be, "react-restore", 2, REFERENCE_SEED, 0, False)).digest.tolist()
+out["torch"] = sorted(m for m in ("torch", "stable_baselines3") if m in sys.modules)
+if out["torch"]:
+    print(json.dumps(out))
+    sys.exit(0)
+import csle_cyborg.agents as lazy
+names = list(lazy.__all__)
+got = {n: getattr(lazy, n) for n in names}                 # BlueLoadAgent brings torch now
+import importlib.util
+spec = importlib.util.find_spec("csle_cyborg.agents")
+real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)                              # the package's own __init__.py
+out["names"] = names
+out["same"] = all(got[n] is getattr(real, n) for n in names)
+out["public"] = sorted(n for n in vars(real) if not n.startswith("_"))
+print(json.dumps(out))
+"""
+
+
+def test_a_cyborg_process_does_not_import_torch_and_plays_the_same():
+    """csle_cyborg.agents' names load on first use (wfrl.envs.cyborg.cyborg_agents_on_demand):
+    a process that plays CybORG episodes, scripted reds and a variant, never imports torch or
+    Stable-Baselines3; its episodes are the recorded ones (tests/data's parity references,
+    recorded with the package imported as it is); and every name of the package is the object
+    its own __init__.py binds."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from wfrl.tools.parity import REFERENCES, load_reference, pair_key
+    res = subprocess.run([sys.executable, "-c", _NO_TORCH], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    assert out["torch"] == []
+    data = os.path.join(os.path.dirname(__file__), "data")
+    for red, ref in (("B_lineAgent", "installed"), ("RedMeanderAgent", "installed"),
+                     ("ScoutingB_lineAgent", "family")):
+        _, summaries, _ = load_reference(os.path.join(data, REFERENCES[ref].file))
+        assert out[red] == summaries[pair_key(red, "react-restore")].digest[:2].tolist(), red
+    assert out["same"] and set(out["names"]) == set(out["public"]) >= {
+        "B_lineAgent", "RedMeanderAgent", "SleepAgent", "GreenAgent", "BlueLoadAgent"}

@@ -98,6 +98,8 @@ def family_classes() -> dict:
     """name -> CybORG red agent class of every variant (CybORG imported here, on first use)."""
     import random
 
+    from wfrl.envs.cyborg import cyborg_agents_on_demand
+    cyborg_agents_on_demand()
     from csle_cyborg.agents.simple_agents.b_line import B_lineAgent
     from csle_cyborg.agents.simple_agents.base_agent import BaseAgent
     from csle_cyborg.agents.simple_agents.meander import RedMeanderAgent

@@ -151,7 +151,7 @@ print(json.dumps(out))
 
 
 def test_a_cyborg_process_does_not_import_torch_and_plays_the_same():
-    """csle_cyborg.agents' names load on first use (wfrl.envs.cyborg.cyborg_agents_on_demand):
+    """csle_cyborg.agents' names load on first use (wfrl.envs.reds.cyborg_agents_on_demand):
     a process that plays CybORG episodes, scripted reds and a variant, never imports torch or
     Stable-Baselines3; its episodes are the recorded ones (tests/data's parity references,
     recorded with the package imported as it is); and every name of the package is the object

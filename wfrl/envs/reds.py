@@ -93,12 +93,58 @@ def _succeeded(observation) -> bool:
     return bool(observation.get("success") == True)  # noqa: E712 (a TrinaryEnum compares so)
 
 
+def cyborg_agents_on_demand() -> None:
+    """Make `csle_cyborg.agents` a package whose agent names load on first use.
+
+    Its __init__.py imports every agent CybORG ships, BlueLoadAgent among them, which imports
+    Stable-Baselines3 and so torch: about 2 CPU-s and 300 MB in every process that builds a
+    CybORG, though no CAGE2 red or scenario agent needs it. CybORG itself finds the scenario's
+    agents by name on that package (getattr). So the package is put in sys.modules unexecuted,
+    with a module __getattr__ that imports a name from where that same __init__.py's
+    `from M import N` lines say it lives: BlueLoadAgent (and torch) only if something asks
+    for it. Nothing is done if the package is already imported or its __init__.py holds
+    anything but such lines."""
+    import ast
+    import importlib
+    import importlib.util
+    import sys
+    name = "csle_cyborg.agents"
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return
+    with open(spec.origin, encoding="utf-8") as f:
+        body = ast.parse(f.read()).body
+    where = {}
+    for node in body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                return
+            where[alias.asname or alias.name] = (node.module, alias.name)
+    package = importlib.util.module_from_spec(spec)
+
+    def __getattr__(attr):
+        if attr not in where:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        module, member = where[attr]
+        value = getattr(importlib.import_module(module), member)
+        setattr(package, attr, value)
+        return value
+
+    package.__getattr__ = __getattr__           # type: ignore[method-assign]
+    package.__all__ = sorted(where)  # type: ignore[attr-defined]  # `import *`: every name
+    sys.modules[name] = package
+    sys.modules["csle_cyborg"].agents = package  # type: ignore[attr-defined]
+
+
 @functools.cache
 def family_classes() -> dict:
     """name -> CybORG red agent class of every variant (CybORG imported here, on first use)."""
     import random
 
-    from wfrl.envs.cyborg import cyborg_agents_on_demand
     cyborg_agents_on_demand()
     from csle_cyborg.agents.simple_agents.b_line import B_lineAgent
     from csle_cyborg.agents.simple_agents.base_agent import BaseAgent

@@ -22,9 +22,8 @@ After MAX_REBUILDS replacements the collection gives up with a RuntimeError. The
 node (the private instance, or the cluster node whose raylet it attached to) is watched by pid
 between short ray.wait slices: when it is gone, collect() raises RayNodeLost, a UserError (one
 line on stderr), before Ray's core worker takes the process down on its own, and close() ends
-what is left of the instance by pid. wfrl's side of an actor imports no torch (only the
-worker-side modules: rollout, buffer, envs); on CybORG the csle_cyborg package itself pulls torch
-in (csle_cyborg.agents imports stable_baselines3), as it does in the other collectors' workers.
+what is left of the instance by pid. An actor imports no torch (only the worker-side modules:
+rollout, buffer, envs), on CybORG too (wfrl.envs.reds.cyborg_agents_on_demand).
 """
 from __future__ import annotations
 

@@ -101,9 +101,9 @@ def test_a_lock_left_by_a_killed_run_does_not_block_resume(tmp_path):
 
 def test_check_workers_fit_refuses_what_cannot_fit():
     check_workers_fit("async", "cyborg", 8, available=24 * 1024)
-    with pytest.raises(UserError, match="200 cyborg workers .* need about 59.2 GB .* 24.0 GB "
-                                        "available; 79 workers fit"):
-        check_workers_fit("sync", "cyborg", 200, available=24 * 1024)
+    with pytest.raises(UserError, match="400 cyborg workers .* need about 31.8 GB .* 24.0 GB "
+                                        "available; 299 workers fit"):
+        check_workers_fit("sync", "cyborg", 400, available=24 * 1024)
     with pytest.raises(UserError, match="workers fit"):
         check_workers_fit("async", "sim", 500, available=24 * 1024)
     check_workers_fit("sequential", "cyborg", 500, available=1)       # no workers

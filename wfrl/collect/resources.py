@@ -2,9 +2,9 @@
 memory before any of them starts.
 
 Per-worker resident memory, measured with `wfrl bench collectors` (worker_rss_mb) on the 2-core
-machine: a simulator worker ~52 MB (sync, async) and a Ray actor ~114 MB; a CybORG worker
-250–300 MB (CybORG and its scenario, plus torch, which csle_cyborg imports). A run that asks for
-more than the machine has would push it into swap or the kernel's OOM killer (which may pick the
+machine: a simulator worker ~52 MB (sync, async) and a Ray actor ~114 MB; on CybORG ~67 MB and
+~119 MB (CybORG and its scenario; no torch: wfrl.envs.reds.cyborg_agents_on_demand). A run that
+asks for more than the machine has would push it into swap or the kernel's OOM killer (which may pick the
 learner, or another user's process), so it is refused, in one line, with the number of workers
 that fits: refused rather than warned about, because nothing useful comes out of such a run and
 what it can take down is not only itself. Workers of a Ray cluster joined with --ray-address live
@@ -17,7 +17,7 @@ from wfrl.errors import UserError
 
 WORKER_MB = {  # resident memory per worker, MB (a little above the measured figures)
     ("sim", "sync"): 60, ("sim", "async"): 60, ("sim", "ray"): 130,
-    ("cyborg", "sync"): 300, ("cyborg", "async"): 300, ("cyborg", "ray"): 320,
+    ("cyborg", "sync"): 80, ("cyborg", "async"): 80, ("cyborg", "ray"): 140,
 }
 LEARNER_MB = 600  # the learner process itself (torch, batch, buffers)
 

@@ -2,12 +2,12 @@
 
 Each round drives one path as a user's command (a subprocess in its own session) while this test
 makes life hard for it: its stderr is a pipe read slowly (a reader that sleeps between small
-reads), the command and every process it starts share one core (as if a CPU-bound neighbour
-held the rest; the on-demand form also runs a real neighbour in half its rounds), and the workers
-sleep a random 0..N ms at their busy points (WFRL_TEST_WORKER_DELAY_MS, a test-only hook of wfrl.collect.worker, off by
-default). Interrupt rounds send SIGINT or SIGTERM at a random moment and then resume the run to
-its end. Every round asserts: no stall past its bound, the exact episode counts, nothing left in
-/dev/shm and no process left in the command's session.
+reads), the command and every process it starts share one core (as if a CPU-bound neighbour held
+the rest; the on-demand form also runs a real neighbour in half its rounds), and the workers sleep
+a random 0..N ms at their busy points (WFRL_TEST_WORKER_DELAY_MS, a test-only hook of
+wfrl.collect.worker, off by default). Interrupt rounds send SIGINT or SIGTERM at a random moment
+and then resume the run to its end. Every round asserts: no stall past its bound, the exact episode
+counts, nothing left in /dev/shm and no process left in the command's session.
 
     pytest tests/test_stress.py                 # the bounded form (CI): one round of each path
     python tests/test_stress.py 100 [SEED]      # on demand: 100 rounds of random paths
@@ -85,8 +85,7 @@ def one_core():
 
 
 def _pin():   # runs in the child between fork and exec
-    if _ONE_CORE:
-        os.sched_setaffinity(0, _ONE_CORE)
+    os.sched_setaffinity(0, _ONE_CORE)
 
 
 def _env(**extra):

@@ -2,13 +2,13 @@
 memory before any of them starts.
 
 Per-worker resident memory, measured with `wfrl bench collectors` (worker_rss_mb) on the 2-core
-machine: a simulator worker ~52 MB (sync, async) and a Ray actor ~114 MB; on CybORG ~67 MB and
-~119 MB (CybORG and its scenario; no torch: wfrl.envs.reds.cyborg_agents_on_demand). A run that
-asks for more than the machine has would push it into swap or the kernel's OOM killer (which may pick the
-learner, or another user's process), so it is refused, in one line, with the number of workers
-that fits: refused rather than warned about, because nothing useful comes out of such a run and
-what it can take down is not only itself. Workers of a Ray cluster joined with --ray-address live
-on the cluster's nodes, which Ray fills by the CPUs they declare; they are not checked here.
+machine: a simulator worker ~52 MB (sync, async) and a Ray actor ~114 MB; on CybORG ~67 MB and ~119
+MB (CybORG and its scenario; no torch: wfrl.envs.reds.cyborg_agents_on_demand). A run that asks for
+more than the machine has would push it into swap or the kernel's OOM killer (which may pick the
+learner, or another user's process), so it is refused, in one line, with the number of workers that
+fits: refused rather than warned about, because nothing useful comes out of such a run and what it
+can take down is not only itself. Workers of a Ray cluster joined with --ray-address live on the
+cluster's nodes, which Ray fills by the CPUs they declare; they are not checked here.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The Gaussian process over permutations behind the search: the Mallows kernel as an RBF on the
 pair embedding, the posterior, UCB, the β schedule, and detrending by training length."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,57 @@ def test_cached_kernel_bookkeeping_equals_scikit_learns():
         np.testing.assert_array_equal(fast.gpr.kernel_.theta, ref.gpr.kernel_.theta)
         np.testing.assert_array_equal(fast.predict()[0], ref.predict()[0])
         np.testing.assert_array_equal(fast.predict()[1], ref.predict()[1])
+
+
+KERNELS = [{}, {"linear": False}, {"linear": "ard"}, {"bias": 0.5}, {"linear": "ard", "bias": 0.3}]
+
+
+def _data(rng, n):
+    idx = rng.integers(0, 120, n)     # repeats included: nearly singular kernels
+    return idx, rng.normal(0, 1, n), rng.uniform(0, 0.3, n) ** 2 + 1e-8
+
+
+@pytest.mark.parametrize("kw", KERNELS)
+def test_the_evidence_is_scikit_learns_to_the_last_bit(kw):
+    """gp.Evidence, the fit's objective: the same value and gradient as scikit-learn's
+    log_marginal_likelihood on the same kernel, bit for bit, at starts across the bounds."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    rng = np.random.default_rng(len(str(kw)))
+    for n in (2, 7, 31, 60):
+        idx, y, alpha = _data(rng, n)
+        model = gp.PermutationGP(**kw)
+        X = gp.embed(idx)
+        ref = GaussianProcessRegressor(model._kernel(), alpha=alpha, optimizer=None).fit(X, y)
+        evidence = gp.Evidence(X, y, alpha, model.linear, bool(model.bias))
+        bounds = ref.kernel_.bounds
+        assert evidence.n_theta == len(bounds)
+        for theta in [ref.kernel_.theta] + list(rng.uniform(bounds[:, 0], bounds[:, 1], (6, len(bounds)))):
+            lml, grad = ref.log_marginal_likelihood(theta, eval_gradient=True)
+            value, gradient = evidence(theta)
+            assert np.isfinite(value)
+            np.testing.assert_array_equal(value, -lml)
+            np.testing.assert_array_equal(gradient, -grad)
+    with pytest.raises(ValueError, match="hyperparameters"):
+        evidence.minimise(None, np.zeros(evidence.n_theta + 1), None)
+
+
+@pytest.mark.parametrize("kw", KERNELS)
+def test_a_fit_is_scikit_learns_own_fit(kw):
+    """PermutationGP.fit (scikit-learn's regressor, gp.Evidence as its optimizer) ends at the
+    hyperparameters, evidence and posterior of scikit-learn's own L-BFGS-B fit, to the bit."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    rng = np.random.default_rng(7 + len(str(kw)))
+    for n in (3, 12, 40):
+        idx, y, _ = _data(rng, n)
+        ses = rng.uniform(0.2, 1.0, n)
+        model = gp.PermutationGP(seed=n, **kw).fit(idx, y, ses)
+        ref = GaussianProcessRegressor(model._kernel(), alpha=model.gpr.alpha, normalize_y=False,
+                                       optimizer="fmin_l_bfgs_b", n_restarts_optimizer=2,
+                                       random_state=n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # bounds reached on small data sets
+            ref.fit(gp.embed(idx), model.gpr.y_train_)
+        np.testing.assert_array_equal(model.gpr.kernel_.theta, ref.kernel_.theta)
+        assert model.gpr.log_marginal_likelihood_value_ == ref.log_marginal_likelihood_value_
+        np.testing.assert_array_equal(model.gpr.predict(gp.ALL_EMBEDDED, return_std=True)[1],
+                                      ref.predict(gp.ALL_EMBEDDED, return_std=True)[1])

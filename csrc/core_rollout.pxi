@@ -129,8 +129,9 @@ def mlp_n_params(int hidden, int in_dim=WFRL_IN_DIM):
     return wfrl_mlp_n_params(hidden, in_dim)
 
 
-def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
-    """Actor-critic forward in C for a batch x [n, in_dim] → (logits [n, 145], values [n])."""
+def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x, bint value=True):
+    """Actor-critic forward in C for a batch x [n, in_dim] → (logits [n, 145], values [n]);
+    value=False: the actor alone, as greedy acting runs it (values None)."""
     _need(0 < hidden <= WFRL_MAX_HIDDEN, f"hidden must lie in [1, {WFRL_MAX_HIDDEN}]")
     cdef int I = x.shape[1]
     _need(I in _valid_in_dims(),
@@ -148,8 +149,9 @@ def mlp_forward(const float[::1] weights, int hidden, const float[:, ::1] x):
     cdef float[::1] vv = values, sv = scratch
     with nogil:
         for i in range(n):
-            wfrl_mlp_forward(&pv[0], hidden, I, &x[i, 0], &lv[i, 0], &vv[i], &sv[0])
-    return logits, values
+            wfrl_mlp_forward(&pv[0], hidden, I, &x[i, 0], &lv[i, 0], &vv[i] if value else NULL,
+                             &sv[0])
+    return logits, (values if value else None)
 
 
 cdef class Policy:
@@ -317,11 +319,11 @@ def actors_act(list actors, const float[:, ::1] obs, const uint8_t[::1] red_acce
           red_access.shape[0] == WFRL_N_HOSTS,
           "actors_act: obs must be [len(actors), 52], out [len(actors)], red_access [13]")
     cdef Actor a
-    cdef float logp, value, bonus
+    cdef float logp, bonus
     for i in range(n):
         a = <Actor?>actors[i]
         out[i] = wfrl_actor_act(&a.a, &a.policy.p, a.s, &obs[i, 0], &red_access[0],
-                                &logp, &value, &bonus)
+                                &logp, NULL, &bonus)     # the value is not needed here
 
 
 def learned_red_policy(str red_agent, leaderboard=None):

@@ -224,9 +224,9 @@ cdef class Cage2Sim:
         cdef wfrl_cage2 *e = self._external(i)
         _need(self._red_rngs is not None, "act_red: seed_red first")
         cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
-        cdef float logp, value
+        cdef float logp
         return wfrl_red_play(&red.p, e, &rngs[i], <wfrl_scratch *>_aligned(self._red_scratch),
-                             &logp, &value)
+                             &logp, NULL)     # red's value is not needed here
 
     def act_red_all(self, RedPolicy red):
         """act_red in every env, in env order (one call for the batch; seed_red first): the
@@ -236,10 +236,10 @@ cdef class Cage2Sim:
         cdef int32_t[::1] ov = out
         cdef wfrl_rng *rngs = <wfrl_rng *>_aligned(self._red_rngs)
         cdef wfrl_scratch *scratch = <wfrl_scratch *>_aligned(self._red_scratch)
-        cdef float logp, value
+        cdef float logp
         cdef Py_ssize_t i
         for i in range(self.n):
-            ov[i] = wfrl_red_play(&red.p, self._external(i), &rngs[i], scratch, &logp, &value)
+            ov[i] = wfrl_red_play(&red.p, self._external(i), &rngs[i], scratch, &logp, NULL)
         return out
 
     def red_mask(self, Py_ssize_t i):

@@ -35,9 +35,9 @@ static inline int64_t wfrl_duel_episode(wfrl_slot *sl, int red_kind, uint64_t en
     float red_obs[WFRL_RED_OBS_DIM];
     uint8_t before[WFRL_N_HOSTS];
     for (int t = 0; t < horizon; ++t) {
-        float logp, value, bonus, red_logp, red_value;
-        const int b = wfrl_actor_act(&sl->actor, blue, s, sl->obs, sl->access, &logp, &value,
-                                     &bonus);
+        float logp, bonus, red_logp, red_value;
+        const int b = wfrl_actor_act(&sl->actor, blue, s, sl->obs, sl->access, &logp, NULL,
+                                     &bonus);               /* blue's value: not needed */
         const int r = wfrl_red_play(red, &sl->env, &sl->red_rng, s, &red_logp, &red_value);
         memcpy(red_obs, s->x, sizeof(red_obs));
         memcpy(before, sl->access, sizeof(before));

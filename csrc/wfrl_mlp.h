@@ -133,7 +133,8 @@ static inline WFRL_ALWAYS_INLINE void wfrl_dense_t(const float *Wt, const float 
         for (int o = 0; o < out; ++o) y[o] = wfrl_tanh(y[o]);
 }
 
-/* Forward pass of one input x[I] with packed weights: logits[145] and the value.
+/* Forward pass of one input x[I] with packed weights: logits[145] and the value (value NULL:
+ * the critic is not run — a greedy or recorded-nowhere action needs the logits alone).
  * scratch holds 2 * H floats. */
 WFRL_SIMD_CLONES
 static void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
@@ -162,6 +163,8 @@ static void wfrl_mlp_forward(const float *packed, int H, int I, const float *x,
     wfrl_dense_t(aw2, ab2, h1, nz, nnz, H, 1, h2);
     nnz = wfrl_nonzero(h2, H, nz);
     wfrl_dense_t(aw3, ab3, h2, nz, nnz, A, 0, logits);
+    if (!value)
+        return;
     wfrl_dense_t(cw1, cb1, x, nz_x, nnz_x, H, 1, h1);
     nnz = wfrl_nonzero(h1, H, nz);
     wfrl_dense_t(cw2, cb2, h1, nz, nnz, H, 1, h2);

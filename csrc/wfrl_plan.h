@@ -215,9 +215,9 @@ static inline double wfrl_plan_rollout(wfrl_planner *pl, const wfrl_cage2 *from,
     uint8_t access[WFRL_N_HOSTS];
     int64_t r10 = wfrl_cage2_step(e, action, obs, access);
     for (int d = 1; d < pl->b.depth && e->t < pl->horizon; ++d) {
-        float logp, value, bonus;
+        float logp, bonus;
         const int act = wfrl_actor_act_except(a, &pl->rpol, &pl->scratch, obs, access, blocked,
-                                              &logp, &value, &bonus);
+                                              &logp, NULL, &bonus);
         r10 += wfrl_cage2_step(e, act, obs, access);
     }
     double ret = (double)r10 / 10.0;

@@ -92,7 +92,7 @@ typedef struct {
 
 /* Red's action in env e now: its observation into s->x, the forward pass, red's mask over the
  * first WFRL_RED_N_ACTIONS logits, one draw from rng (none when greedy). Returns the action and
- * writes its log-probability and the value. */
+ * writes its log-probability and the value (value NULL: the critic is not run). */
 static inline int wfrl_red_act(const wfrl_red_policy *p, const wfrl_cage2 *e, wfrl_rng *rng,
                                wfrl_scratch *s, float *logp, float *value)
 {
@@ -157,7 +157,7 @@ static inline void wfrl_actor_believe(wfrl_actor *a, const float *obs)
 
 /* The policy's input for obs (memory m already updated with obs; belief: the belief block, read
  * only by a belief policy) into s->x, then its logits (masked with the policy's mask flag) into
- * s->logits and its value. */
+ * s->logits and its value (value NULL: not computed). */
 static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *m,
                                        const float *belief, const float *obs,
                                        const uint8_t *red_access, wfrl_scratch *s, float *value)
@@ -186,7 +186,8 @@ static inline void wfrl_policy_forward(const wfrl_policy *p, const wfrl_memory *
 }
 
 /* Choose the action for obs with red's current access, never `blocked` (-1: no action blocked;
- * the decision-time search's hold); returns it and its logp/value/bonus. */
+ * the decision-time search's hold); returns it and its logp/value/bonus (value NULL: the critic
+ * is not run; the action, logp and bonus are the same). */
 static inline int wfrl_actor_act_except(wfrl_actor *a, const wfrl_policy *p, wfrl_scratch *s,
                                         const float *obs, const uint8_t *red_access, int blocked,
                                         float *logp, float *value, float *bonus)
@@ -252,19 +253,20 @@ static inline void wfrl_slots_step(wfrl_slot *slots, int64_t n, const wfrl_polic
     for (int64_t i = 0; i < n; ++i) {
         wfrl_slot *sl = &slots[i];
         if (sl->env.t >= sl->horizon) continue;
-        float logp, value, bonus;
+        float logp, value = 0.0f, bonus;
         float next_obs[WFRL_OBS_DIM];
         uint8_t next_access[WFRL_N_HOSTS];
-        const int action = wfrl_actor_act(&sl->actor, p, s, sl->obs, sl->access, &logp, &value,
-                                          &bonus);
+        const int record = buf && sl->row >= 0;   /* else the value goes nowhere: not computed */
+        const int action = wfrl_actor_act(&sl->actor, p, s, sl->obs, sl->access, &logp,
+                                          record ? &value : NULL, &bonus);
         if (sl->red) {   /* a learned red chooses from what it saw, as blue did */
-            float red_logp, red_value;
-            wfrl_red_play(sl->red, &sl->env, &sl->red_rng, s, &red_logp, &red_value);
+            float red_logp;
+            wfrl_red_play(sl->red, &sl->env, &sl->red_rng, s, &red_logp, NULL);
         }
         const int r10 = wfrl_cage2_step(&sl->env, action, next_obs, next_access);
         const int done = sl->env.t >= sl->horizon;
         if (done) bonus += wfrl_compliance_finish(&sl->actor.comp, &p->wf);
-        if (buf && sl->row >= 0)
+        if (record)
             wfrl_traj_push(buf, sl->row, sl->obs, action, logp, value,
                            (float)r10 / 10.0f + bonus, (uint8_t)done, sl->access,
                            p->belief ? sl->actor.belief : NULL);

@@ -83,6 +83,40 @@ def test_c_forward_is_the_in_order_sum_bit_for_bit(hidden):
         assert values[r] == np.float32(want_value)
 
 
+def test_the_forward_without_the_value_gives_the_same_logits():
+    """Acting greedily, or where the value is recorded nowhere, runs the actor alone (value
+    NULL): the same logits to the bit as the whole forward pass."""
+    m = _model(80, 81)
+    w = m.flat_weights().astype(np.float32)
+    rng = np.random.default_rng(5)
+    x = (rng.random((40, 77)) < 0.3).astype(np.float32)
+    logits, values = mlp_forward(w, 80, x)
+    alone, none = mlp_forward(w, 80, x, value=False)
+    assert none is None and np.array_equal(alone, logits) and np.isfinite(values).all()
+
+
+def test_actors_acting_without_the_value_act_as_with_it():
+    """actors_act (no value) and Actor.act (with it), sampling, on the same streams: the same
+    actions, memory and compliance through whole episodes."""
+    from wfrl._core import actors_act
+    w = _model(16, 3, scale=0.5).flat_weights()
+    rng = np.random.default_rng(8)
+    for wf in all_workflows()[::40]:
+        pol = make_policy(w, 16, wf, 1.0)
+        one, many = Actor(pol), [Actor(pol)]
+        for ep in range(3):
+            one.begin(ep)
+            many[0].begin(ep)
+            for _ in range(100):
+                ra = (rng.integers(0, 3, 13) * (rng.random(13) < 0.3)).astype(np.uint8)
+                obs = (rng.random(52) < 0.1).astype(np.float32)
+                a, _, value, _ = one.act(obs, ra)
+                out = np.empty(1, np.int32)
+                actors_act(many, obs[None], ra, out)
+                assert out[0] == a and np.isfinite(value)
+            assert (one.fixes, one.compliant) == (many[0].fixes, many[0].compliant)
+
+
 def test_c_forward_rejects_bad_weights():
     with pytest.raises(ValueError, match="weights must have 27794 floats for hidden=64"):
         mlp_forward(np.zeros(10, np.float32), 64, np.zeros((1, 77), np.float32))

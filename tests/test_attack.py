@@ -382,3 +382,20 @@ def test_red_observes_the_same_on_cybORG_as_on_the_simulator():
         gap = np.abs(sim[:, t].mean(0) - cy[:, t].mean(0))
         assert gap.max() < 0.3 and gap.mean() < 0.02, (t, mod.names()[int(gap.argmax())],
                                                        gap.max())
+
+
+def test_the_attack_bench_times_both_sides_run_by_run():
+    """`wfrl bench train --attack`: red's and the blue recipe's runs alternated, each side's
+    runs numbered 1..repeats in what it says, and red's rate over blue's from the medians."""
+    from wfrl.tools.benchmarks import bench_attack_train
+    said: list = []
+    out = bench_attack_train("pretrained:critical_first", episodes_per_update=20,
+                             e2e_episodes=40, repeats=2, collector="sequential", n_workers=1,
+                             progress=said.append)
+    runs = [ln.split(", run ")[0].split(", ", 1)[1] + ln.split(", run ")[1].split(":")[0]
+            for ln in said if ", run " in ln]
+    assert runs == ["recipe1", "red against pretrained:critical_first1",
+                    "recipe2", "red against pretrained:critical_first2"], said
+    assert len(out["e2e_red_runs_s"]) == len(out["e2e_recipe_runs_s"]) == 2
+    assert out["red_vs_recipe"] == pytest.approx(
+        out["e2e_red_episodes_per_s"] / out["e2e_recipe_episodes_per_s"])

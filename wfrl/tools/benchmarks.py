@@ -119,11 +119,12 @@ def _e2e_rates(walls: dict, episodes: int) -> dict:
     return out
 
 
-def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -> dict:
+def _train_walls(variants: dict, common: dict, repeats: int, say, before=None,
+                 first_run: int = 1) -> dict:
     """Wall times of `wfrl train` runs (no periodic evaluation, each in a fresh directory), the
     variants alternated run by run `repeats` times: {variant: [seconds, ...]}. variants: name ->
     the TrainConfig settings of that variant; common: the settings all share. before(), if
-    given, runs before each run."""
+    given, runs before each run. Runs are numbered from first_run in what is said."""
     import tempfile
 
     from wfrl.config.run import TrainConfig
@@ -138,7 +139,7 @@ def _train_walls(variants: dict, common: dict, repeats: int, say, before=None) -
                 t = time.perf_counter()
                 train(cfg, progress=lambda line: None)
                 walls[k].append(time.perf_counter() - t)
-            say(f"end to end, {k.replace('_', ' ')}, run {r + 1}: "
+            say(f"end to end, {k.replace('_', ' ')}, run {first_run + r}: "
                 f"{common['total_episodes'] / walls[k][-1]:.0f} episodes/s")
     return walls
 
@@ -414,7 +415,7 @@ def bench_attack_train(defender: str = "pretrained:critical_first",
                                    n_workers=n_workers, red_agent="mixed",
                                    total_episodes=e2e_episodes,
                                    episodes_per_update=episodes_per_update, seed=seed),
-            1, say)["recipe"]
+            1, say, first_run=r + 1)["recipe"]
         with tempfile.TemporaryDirectory(prefix="wfrl-bench-") as d:
             cfg = AttackConfig(checkpoint=defender, total_episodes=e2e_episodes,
                                episodes_per_update=episodes_per_update, eval_every=0,

@@ -314,13 +314,14 @@ def one_thread():
 
 
 def run_sanitized(tool: str, tmp_path, args, timeout: int = 300, extra_flags=(),
-                  env=None) -> str:
-    """Build csrc/tools/<tool>.c under AddressSanitizer and UndefinedBehaviorSanitizer (-O1,
+                  env=None, opt: str = "-O1") -> str:
+    """Build csrc/tools/<tool>.c under AddressSanitizer and UndefinedBehaviorSanitizer (`opt`,
+    -O1 unless a tool's run is short enough for -O0: every access instrumented either way,
     every warning an error), run it with `args`, and assert that it succeeded with its summary
     line and no runtime error; returns its standard output."""
     exe = tmp_path / tool
     build = subprocess.run(
-        ["gcc", "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+        ["gcc", "-std=c11", opt, "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
          "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", *extra_flags, "-I",
          str(ROOT / "csrc"), str(ROOT / "csrc/tools" / f"{tool}.c"), "-o", str(exe), "-lm"],
         capture_output=True, text=True)

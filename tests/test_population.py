@@ -294,6 +294,14 @@ def test_best_responses_side_by_side_join_the_population(two_per_round, short_ru
                    "--eval-every", 200, "--eval-episodes", 40, "--out", solo, "--force")
     assert res.returncode == 0, res.stderr
     assert _attack_records(out / "rounds" / "001" / "attack-2") == _attack_records(solo)
+    # the final best responses run in the same worker processes as round 1's (the pool is kept
+    # for the run): the second one's records are still those of `wfrl attack` alone
+    solo = tmp_path / "solo-final"
+    res = run_wfrl("attack", "--checkpoint", out / "defenders" / "d001.pt", "--workflow",
+                   "critical_first", "--seed", 3 + 1 + 1 + 1000, "--total-episodes", 400,
+                   "--eval-every", 200, "--eval-episodes", 40, "--out", solo, "--force")
+    assert res.returncode == 0, res.stderr
+    assert _attack_records(out / "final" / "attack-2") == _attack_records(solo)
 
 
 @pytest.mark.ray

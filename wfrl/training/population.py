@@ -36,6 +36,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,6 +55,9 @@ from wfrl.runlog import (
     save_checkpoint,
     write_json,
 )
+
+if TYPE_CHECKING:
+    from wfrl.collect.jobs import LocalVisitPool
 
 SEED_STRIDE = 1000      # best response j (0-based) to defender d: seed + d + 1 + SEED_STRIDE * j
 CURVE_COLUMNS = ["Defender", "Exploitability", "Vs_Strongest_Red", "Vs_Strongest_Red_SE",
@@ -182,6 +186,8 @@ class _Loop:
         (self.path / "defenders").mkdir(exist_ok=True)
         (self.path / "rounds").mkdir(exist_ok=True)
         self.tb: TensorBoardLog | None = None
+        # the side-by-side best responses' worker processes, kept for the whole run
+        self.pool: LocalVisitPool | None = None
 
     # -- where things are
     def round_dir(self, k: int) -> Path:
@@ -220,6 +226,8 @@ class _Loop:
             self._write_curve()
             return self._summary(final)
         finally:
+            if self.pool is not None:
+                self.pool.close()
             if self.tb is not None:
                 self.tb.close()
 
@@ -299,9 +307,15 @@ class _Loop:
                 from wfrl.collect.jobs import run_folders_on_ray
                 run_folders_on_ray(_attack_run, [acfg for acfg, _ in jobs], cfg.ray_address,
                                    threads)
-            else:
-                from wfrl.collect.jobs import run_all
-                run_all(_attack_job, jobs, len(jobs))
+            else:   # the same K worker processes round after round (each starts once)
+                from wfrl.collect.jobs import LocalVisitPool
+                if self.pool is None:
+                    self.pool = LocalVisitPool(k, fn=_attack_job, what="best response")
+                self.pool.redos.clear()      # a worker's deaths count stage by stage
+                for j, job in zip(todo, jobs):
+                    self.pool.submit(j + 1, job)      # best response j + 1 (attack-{j + 1}/)
+                for j in todo:
+                    self.pool.result(j + 1)
         summaries = [_load_json(out / "summary.json") for out in outs]
         each = [s["exploitability"] for s in summaries]
         strongest = summaries[int(np.argmax(each))]

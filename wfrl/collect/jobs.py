@@ -86,6 +86,7 @@ class LocalVisitPool:
                 self._rebuild(key)
                 continue
             del self.futures[key], self.jobs[key]
+            self.redos.pop(key, None)     # a key given again later is a new job
             return out
 
     def pids(self) -> list[int]:
@@ -169,6 +170,7 @@ class RayVisitPool:
                     raise UserError(str(cause).splitlines()[0]) from None
                 raise
             del self.refs[key], self.jobs[key]
+            self.redos.pop(key, None)     # a key given again later is a new job
             return out
 
     def close(self) -> None:

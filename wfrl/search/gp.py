@@ -287,8 +287,8 @@ class Evidence:
         rbf = squareform(np.exp(-0.5 * dists))
         np.fill_diagonal(rbf, 1)
         c = np.full((n, n), signal)
-        K = c * rbf
-        grads = [c[:, :, None] * rbf[:, :, None], (rbf * squareform(dists))[:, :, None] * c[:, :, None]]
+        K = c * rbf                   # also d/d log signal, the kernel tree's c · rbf
+        grads = [K[:, :, None], (rbf * squareform(dists))[:, :, None] * c[:, :, None]]
         i = 2
         if self.linear == "ard":
             w = np.asarray(np.exp(theta[i:i + len(PAIRS)]), dtype=np.float64)

@@ -311,7 +311,6 @@ class _Loop:
                 from wfrl.collect.jobs import LocalVisitPool
                 if self.pool is None:
                     self.pool = LocalVisitPool(k, fn=_attack_job, what="best response")
-                self.pool.redos.clear()      # a worker's deaths count stage by stage
                 for j, job in zip(todo, jobs):
                     self.pool.submit(j + 1, job)      # best response j + 1 (attack-{j + 1}/)
                 for j in todo:
